@@ -1,0 +1,140 @@
+//===- Spec.h - The attention spec a user writes ----------------*- C++ -*-===//
+//
+// A spec names everything that changes the generated kernel: mode, head_dim,
+// dtype, tile sizes, mask, KV paging, GQA ratio, lse output, target and, for
+// decode, split-KV. Everything else (batch, heads, lengths, block table,
+// strides, softmax scale) is a run-time argument.
+//
+// The spec has one canonical text form, printed by `Spec::str()`, that names
+// cache entries; `Spec::symbol()` derives a C identifier from it for AOT
+// symbols. `parseSpec` reads the CLI form (any subset of `field=value` pairs,
+// comma separated) and fills the rest with the target's defaults. This file
+// depends on the C++ standard library only, so the parser can be fuzzed alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_SPEC_H
+#define ATTN_SPEC_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+enum class Mode { Prefill, Decode };
+enum class DType { F16, BF16, F32, F64 };
+enum class MaskKind { None, Causal, SlidingWindow };
+enum class Target { SM80, SM90a, CPU };
+
+/// A mask: none, causal, or a causal sliding window of `window` keys.
+/// Queries and keys are aligned at the bottom right: with q_len queries and
+/// kv_len keys, query i sits at key position i + (kv_len - q_len).
+struct Mask {
+  MaskKind kind = MaskKind::None;
+  int64_t window = 0; ///< Keys visible to a query, itself included (W >= 1).
+
+  bool operator==(const Mask &o) const {
+    return kind == o.kind && window == o.window;
+  }
+  /// `none`, `causal` or `sliding_window(W)`.
+  std::string str() const;
+};
+
+/// Split-KV for decode: `auto` (0, chosen at run time from the grid and the
+/// number of SMs) or a fixed number of splits.
+constexpr int64_t kSplitKVAuto = 0;
+
+struct Spec {
+  Mode mode = Mode::Prefill;
+  int64_t head_dim = 128;
+  DType dtype = DType::BF16;
+  int64_t tile_q = 0;  ///< Query rows per tile (per query head).
+  int64_t tile_kv = 0; ///< Keys per KV tile.
+  Mask mask;
+  int64_t page_size = 0; ///< 0: contiguous KV; else tokens per page.
+  int64_t gqa = 1;       ///< num_q_heads / num_kv_heads.
+  bool return_lse = false;
+  Target target = Target::SM90a;
+  int64_t split_kv = kSplitKVAuto; ///< Decode only.
+
+  bool operator==(const Spec &o) const;
+  bool operator!=(const Spec &o) const { return !(*this == o); }
+
+  bool isGPU() const { return target != Target::CPU; }
+  bool isPaged() const { return page_size > 0; }
+
+  /// The canonical text form: every field, fixed order, `field=value`
+  /// joined by commas (split_kv only for decode). parseSpec(s.str()) == s.
+  std::string str() const;
+  /// A C identifier naming this spec, for AOT symbols and kernel names,
+  /// e.g. `attn_prefill_hd128_bf16_q128_kv64_causal_p16_g4_sm90a`.
+  std::string symbol() const;
+};
+
+/// An invalid spec: the field, the value as written and the rule it breaks.
+struct SpecError {
+  std::string field;
+  std::string value;
+  std::string rule;
+  /// `invalid spec: <field> = <value>: <rule>`.
+  std::string message() const;
+};
+
+/// Either a valid spec or the first error found.
+struct SpecResult {
+  std::optional<Spec> spec;
+  std::optional<SpecError> error;
+  explicit operator bool() const { return spec.has_value(); }
+};
+
+/// Parses `field=value,field=value,...` (spaces around tokens allowed, the
+/// canonical form included), fills unset tile sizes and dtype with the
+/// target's defaults and validates the result.
+SpecResult parseSpec(const std::string &text);
+
+/// Checks every rule of a fully filled spec; returns the first violation.
+std::optional<SpecError> validateSpec(const Spec &spec);
+
+/// Fills tile_q/tile_kv left at 0 with the target's defaults.
+void applyDefaultTiles(Spec &spec);
+
+/// Shared memory a GPU kernel of this spec needs: the Q tile (all rows of a
+/// GQA group in decode) plus two pipeline stages of K and V tiles.
+int64_t sharedMemoryBytes(const Spec &spec);
+/// Largest dynamic shared memory per block of a GPU target.
+int64_t sharedMemoryLimit(Target target);
+
+/// The names and spellings used everywhere (CLI, attribute, C++).
+const char *name(Mode m);
+const char *name(DType d);
+const char *name(Target t);
+int64_t bytesPerElement(DType d);
+
+/// The field names in canonical order, for `--help` and error messages.
+const std::vector<std::string> &specFieldNames();
+
+/// Which KV tiles of one query tile a mask lets through. KV tiles are
+/// [0, ceil(kv_len / tile_kv)); the ones in [lo, fullLo) and [fullHi, hi) are
+/// partial (some keys masked, the tail tile past kv_len included), the ones
+/// in [fullLo, fullHi) fully visible, the rest fully masked.
+/// lo <= fullLo <= fullHi <= hi always holds.
+struct TileRange {
+  int64_t lo = 0, fullLo = 0, fullHi = 0, hi = 0;
+  bool operator==(const TileRange &o) const {
+    return lo == o.lo && fullLo == o.fullLo && fullHi == o.fullHi && hi == o.hi;
+  }
+};
+
+/// Whether query `row` (0-based, < q_len) may see key `col` (< kv_len).
+bool isVisible(const Mask &mask, int64_t row, int64_t col, int64_t qLen,
+               int64_t kvLen);
+
+/// Classifies the KV tiles seen by query rows [qStart, qStart + tileQ).
+TileRange classifyTiles(const Mask &mask, int64_t qStart, int64_t tileQ,
+                        int64_t tileKV, int64_t qLen, int64_t kvLen);
+
+} // namespace attn
+
+#endif // ATTN_SPEC_H

@@ -1,0 +1,491 @@
+//===- Spec.cpp - Parsing, printing and validating attention specs --------===//
+//
+// The rules live here and only here: the CLI, the `#attn.spec` attribute and
+// the C++ API all go through parseSpec/validateSpec, so an invalid spec gets
+// the same message wherever it was written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "attn/Spec.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace attn {
+
+//===----------------------------------------------------------------------===//
+// Names
+//===----------------------------------------------------------------------===//
+
+const char *name(Mode m) { return m == Mode::Prefill ? "prefill" : "decode"; }
+
+const char *name(DType d) {
+  switch (d) {
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  }
+  return "?";
+}
+
+const char *name(Target t) {
+  switch (t) {
+  case Target::SM80:
+    return "sm_80";
+  case Target::SM90a:
+    return "sm_90a";
+  case Target::CPU:
+    return "cpu";
+  }
+  return "?";
+}
+
+int64_t bytesPerElement(DType d) {
+  switch (d) {
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::F32:
+    return 4;
+  case DType::F64:
+    return 8;
+  }
+  return 0;
+}
+
+const std::vector<std::string> &specFieldNames() {
+  static const std::vector<std::string> names = {
+      "mode", "head_dim", "dtype",      "tile_q", "tile_kv", "mask",
+      "page_size", "gqa", "return_lse", "target", "split_kv"};
+  return names;
+}
+
+std::string Mask::str() const {
+  switch (kind) {
+  case MaskKind::None:
+    return "none";
+  case MaskKind::Causal:
+    return "causal";
+  case MaskKind::SlidingWindow:
+    return "sliding_window(" + std::to_string(window) + ")";
+  }
+  return "?";
+}
+
+std::string SpecError::message() const {
+  return "invalid spec: " + field + " = " + value + ": " + rule;
+}
+
+bool Spec::operator==(const Spec &o) const {
+  return mode == o.mode && head_dim == o.head_dim && dtype == o.dtype &&
+         tile_q == o.tile_q && tile_kv == o.tile_kv && mask == o.mask &&
+         page_size == o.page_size && gqa == o.gqa &&
+         return_lse == o.return_lse && target == o.target &&
+         (mode == Mode::Prefill || split_kv == o.split_kv);
+}
+
+static std::string splitKVText(int64_t splits) {
+  return splits == kSplitKVAuto ? "auto" : std::to_string(splits);
+}
+
+std::string Spec::str() const {
+  std::string s = "mode=" + std::string(name(mode)) +
+                  ",head_dim=" + std::to_string(head_dim) +
+                  ",dtype=" + name(dtype) + ",tile_q=" + std::to_string(tile_q) +
+                  ",tile_kv=" + std::to_string(tile_kv) + ",mask=" + mask.str() +
+                  ",page_size=" + std::to_string(page_size) +
+                  ",gqa=" + std::to_string(gqa) +
+                  ",return_lse=" + (return_lse ? "true" : "false") +
+                  ",target=" + name(target);
+  if (mode == Mode::Decode)
+    s += ",split_kv=" + splitKVText(split_kv);
+  return s;
+}
+
+std::string Spec::symbol() const {
+  std::string s = "attn_" + std::string(name(mode)) + "_hd" +
+                  std::to_string(head_dim) + "_" + name(dtype) + "_q" +
+                  std::to_string(tile_q) + "_kv" + std::to_string(tile_kv);
+  switch (mask.kind) {
+  case MaskKind::None:
+    s += "_nomask";
+    break;
+  case MaskKind::Causal:
+    s += "_causal";
+    break;
+  case MaskKind::SlidingWindow:
+    s += "_sw" + std::to_string(mask.window);
+    break;
+  }
+  s += "_p" + std::to_string(page_size) + "_g" + std::to_string(gqa);
+  if (return_lse)
+    s += "_lse";
+  s += target == Target::SM80 ? "_sm80" : target == Target::SM90a ? "_sm90a" : "_cpu";
+  if (mode == Mode::Decode)
+    s += "_s" + splitKVText(split_kv);
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Defaults and validation
+//===----------------------------------------------------------------------===//
+
+int64_t sharedMemoryLimit(Target target) {
+  switch (target) {
+  case Target::SM80:
+    return 163 * 1024; // A100: 164 KB per SM, 163 KB per block.
+  case Target::SM90a:
+    return 227 * 1024; // H100/H200: 228 KB per SM, 227 KB per block.
+  case Target::CPU:
+    return 0;
+  }
+  return 0;
+}
+
+/// Two pipeline stages of K and V tiles behind one Q tile.
+static constexpr int64_t kKVStages = 2;
+
+int64_t sharedMemoryBytes(const Spec &spec) {
+  int64_t qRows = spec.mode == Mode::Decode ? spec.tile_q * spec.gqa : spec.tile_q;
+  return (qRows + 2 * kKVStages * spec.tile_kv) * spec.head_dim *
+         bytesPerElement(spec.dtype);
+}
+
+void applyDefaultTiles(Spec &spec) {
+  int64_t q = 64, kv = 64;
+  if (spec.mode == Mode::Decode) {
+    q = 1; // One query token per sequence; GQA packs the group's heads.
+    kv = 64;
+  } else if (spec.isGPU()) {
+    q = spec.head_dim <= 128 ? 128 : 64;
+    kv = spec.head_dim <= 64 ? 128 : 64;
+  }
+  if (spec.tile_q == 0)
+    spec.tile_q = q;
+  if (spec.tile_kv == 0)
+    spec.tile_kv = kv;
+}
+
+static SpecError err(const std::string &field, int64_t value,
+                     const std::string &rule) {
+  return {field, std::to_string(value), rule};
+}
+
+std::optional<SpecError> validateSpec(const Spec &s) {
+  const bool gpu = s.isGPU();
+  if (s.head_dim < 32 || s.head_dim > 256)
+    return err("head_dim", s.head_dim, "must be in 32..256");
+  if (gpu && s.head_dim % 16 != 0)
+    return err("head_dim", s.head_dim,
+               std::string("must be a multiple of 16 on target = ") + name(s.target));
+  if (gpu && (s.dtype == DType::F32 || s.dtype == DType::F64))
+    return SpecError{"dtype", name(s.dtype),
+                     std::string("target = ") + name(s.target) +
+                         " supports f16 and bf16 (f32 and f64 run on target = cpu)"};
+  if (!gpu && (s.dtype == DType::F16 || s.dtype == DType::BF16))
+    return SpecError{"dtype", name(s.dtype),
+                     "target = cpu supports f32 and f64 (f16 and bf16 run on sm_80 and sm_90a)"};
+  if (s.gqa < 1 || s.gqa > 256)
+    return err("gqa", s.gqa, "must be in 1..256 (num_q_heads / num_kv_heads)");
+  if (s.page_size < 0 || s.page_size > 65536)
+    return err("page_size", s.page_size,
+               "must be 0 (contiguous KV) or a number of tokens per page in 1..65536");
+  if (s.mode == Mode::Decode && s.page_size == 0)
+    return err("page_size", 0,
+               "mode = decode reads a paged KV cache: page_size must be >= 1");
+  if (s.mask.kind == MaskKind::SlidingWindow && s.mask.window < 1)
+    return SpecError{"mask", s.mask.str(), "the window must be >= 1 key"};
+
+  // Tiles.
+  if (!gpu) {
+    if (s.tile_q < 1 || s.tile_q > 4096)
+      return err("tile_q", s.tile_q, "must be in 1..4096 on target = cpu");
+    if (s.tile_kv < 1 || s.tile_kv > 4096)
+      return err("tile_kv", s.tile_kv, "must be in 1..4096 on target = cpu");
+  } else {
+    if (s.mode == Mode::Prefill &&
+        (s.tile_q < 16 || s.tile_q > 256 || s.tile_q % 16 != 0))
+      return err("tile_q", s.tile_q,
+                 "must be a multiple of 16 in 16..256 for mode = prefill on a GPU target");
+    if (s.mode == Mode::Decode && (s.tile_q < 1 || s.tile_q > 16))
+      return err("tile_q", s.tile_q,
+                 "must be in 1..16 query tokens for mode = decode on a GPU target");
+    if (s.tile_kv < 16 || s.tile_kv > 256 || s.tile_kv % 16 != 0)
+      return err("tile_kv", s.tile_kv,
+                 "must be a multiple of 16 in 16..256 on a GPU target");
+    if (s.mode == Mode::Decode && s.tile_q * s.gqa > 128)
+      return err("gqa", s.gqa,
+                 "tile_q * gqa = " + std::to_string(s.tile_q * s.gqa) +
+                     " query rows exceed 128 per thread block in mode = decode");
+    int64_t bytes = sharedMemoryBytes(s), limit = sharedMemoryLimit(s.target);
+    if (bytes > limit)
+      return err("tile_kv", s.tile_kv,
+                 "tiles do not fit: the Q tile and " + std::to_string(kKVStages) +
+                     " stages of K and V tiles need " + std::to_string(bytes) +
+                     " bytes of shared memory, target = " + name(s.target) +
+                     " has " + std::to_string(limit) + " per block");
+  }
+  if (s.mode == Mode::Decode && (s.split_kv < 0 || s.split_kv > 1024))
+    return err("split_kv", s.split_kv, "must be auto or a number of splits in 1..1024");
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing
+//===----------------------------------------------------------------------===//
+
+static std::string trim(const std::string &s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
+    ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
+    --e;
+  return s.substr(b, e - b);
+}
+
+/// A non-negative decimal integer of at most 9 digits, nothing else.
+static std::optional<int64_t> parseCount(const std::string &s) {
+  if (s.empty() || s.size() > 9)
+    return std::nullopt;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+/// Prints a value for an error message, cut short if it is long.
+static std::string quoted(const std::string &s) {
+  std::string out;
+  for (char c : s.substr(0, 40))
+    out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  if (s.size() > 40)
+    out += "...";
+  return "'" + out + "'";
+}
+
+namespace {
+/// Reads one `field=value` pair into a spec under construction.
+struct Reader {
+  Spec spec;
+  bool dtypeSet = false;
+  std::vector<std::string> seen;
+
+  std::optional<SpecError> bad(const std::string &field, const std::string &value,
+                               const std::string &rule) {
+    return SpecError{field, quoted(value), rule};
+  }
+
+  std::optional<SpecError> count(const std::string &field, const std::string &value,
+                                 int64_t &out) {
+    auto v = parseCount(value);
+    if (!v)
+      return bad(field, value, "expected a non-negative integer");
+    out = *v;
+    return std::nullopt;
+  }
+
+  std::optional<SpecError> read(const std::string &field, const std::string &value) {
+    if (field == "mode") {
+      if (value == "prefill")
+        spec.mode = Mode::Prefill;
+      else if (value == "decode")
+        spec.mode = Mode::Decode;
+      else
+        return bad(field, value, "expected prefill or decode");
+    } else if (field == "head_dim") {
+      return count(field, value, spec.head_dim);
+    } else if (field == "dtype") {
+      dtypeSet = true;
+      if (value == "f16")
+        spec.dtype = DType::F16;
+      else if (value == "bf16")
+        spec.dtype = DType::BF16;
+      else if (value == "f32")
+        spec.dtype = DType::F32;
+      else if (value == "f64")
+        spec.dtype = DType::F64;
+      else
+        return bad(field, value, "expected f16, bf16, f32 or f64");
+    } else if (field == "tile_q") {
+      if (auto e = count(field, value, spec.tile_q))
+        return e;
+      if (spec.tile_q == 0)
+        return bad(field, value, "must be >= 1 (leave it out for the target's default)");
+    } else if (field == "tile_kv") {
+      if (auto e = count(field, value, spec.tile_kv))
+        return e;
+      if (spec.tile_kv == 0)
+        return bad(field, value, "must be >= 1 (leave it out for the target's default)");
+    } else if (field == "mask") {
+      return readMask(value);
+    } else if (field == "page_size") {
+      return count(field, value, spec.page_size);
+    } else if (field == "gqa") {
+      return count(field, value, spec.gqa);
+    } else if (field == "return_lse") {
+      if (value == "true")
+        spec.return_lse = true;
+      else if (value == "false")
+        spec.return_lse = false;
+      else
+        return bad(field, value, "expected true or false");
+    } else if (field == "target") {
+      if (value == "sm_80")
+        spec.target = Target::SM80;
+      else if (value == "sm_90a")
+        spec.target = Target::SM90a;
+      else if (value == "cpu")
+        spec.target = Target::CPU;
+      else
+        return bad(field, value, "expected sm_80, sm_90a or cpu");
+    } else if (field == "split_kv") {
+      if (value == "auto") {
+        spec.split_kv = kSplitKVAuto;
+        return std::nullopt;
+      }
+      if (auto e = count(field, value, spec.split_kv))
+        return bad(field, value, "expected auto or a number of splits >= 1");
+      if (spec.split_kv == 0)
+        return bad(field, value, "expected auto or a number of splits >= 1");
+    }
+    return std::nullopt;
+  }
+
+  std::optional<SpecError> readMask(const std::string &value) {
+    if (value == "none") {
+      spec.mask = {MaskKind::None, 0};
+      return std::nullopt;
+    }
+    if (value == "causal") {
+      spec.mask = {MaskKind::Causal, 0};
+      return std::nullopt;
+    }
+    const std::string prefix = "sliding_window(";
+    if (value.compare(0, prefix.size(), prefix) == 0 && value.back() == ')') {
+      std::string w = trim(value.substr(prefix.size(), value.size() - prefix.size() - 1));
+      auto v = parseCount(w);
+      if (!v)
+        return bad("mask", value, "the window of sliding_window(W) must be an integer >= 1");
+      spec.mask = {MaskKind::SlidingWindow, *v};
+      return std::nullopt;
+    }
+    return bad("mask", value, "expected none, causal or sliding_window(W)");
+  }
+};
+} // namespace
+
+SpecResult parseSpec(const std::string &text) {
+  Reader r;
+  size_t pos = 0;
+  const std::string body = trim(text);
+  while (!body.empty() && pos <= body.size()) {
+    size_t comma = body.find(',', pos);
+    std::string item = trim(body.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                         : comma - pos));
+    pos = comma == std::string::npos ? body.size() + 1 : comma + 1;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      SpecError e{"spec", quoted(item), "expected field=value"};
+      return {std::nullopt, e};
+    }
+    std::string field = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    const auto &known = specFieldNames();
+    if (std::find(known.begin(), known.end(), field) == known.end()) {
+      std::string list;
+      for (const auto &k : known)
+        list += (list.empty() ? "" : ", ") + k;
+      return {std::nullopt, SpecError{quoted(field), quoted(value),
+                                      "unknown field (known fields: " + list + ")"}};
+    }
+    if (std::find(r.seen.begin(), r.seen.end(), field) != r.seen.end())
+      return {std::nullopt, SpecError{field, quoted(value), "field given twice"}};
+    r.seen.push_back(field);
+    if (value.empty())
+      return {std::nullopt, SpecError{field, "''", "missing value"}};
+    if (auto e = r.read(field, value))
+      return {std::nullopt, e};
+  }
+
+  Spec spec = r.spec;
+  bool splitSet = std::find(r.seen.begin(), r.seen.end(), "split_kv") != r.seen.end();
+  if (spec.mode == Mode::Prefill && splitSet)
+    return {std::nullopt, SpecError{"split_kv", splitKVText(spec.split_kv),
+                                    "applies to mode = decode only"}};
+  if (!r.dtypeSet)
+    spec.dtype = spec.isGPU() ? DType::BF16 : DType::F32;
+  applyDefaultTiles(spec);
+  if (auto e = validateSpec(spec))
+    return {std::nullopt, e};
+  return {spec, std::nullopt};
+}
+
+//===----------------------------------------------------------------------===//
+// Masks and tile classification
+//===----------------------------------------------------------------------===//
+
+bool isVisible(const Mask &mask, int64_t row, int64_t col, int64_t qLen,
+               int64_t kvLen) {
+  if (col < 0 || col >= kvLen)
+    return false;
+  int64_t pos = row + (kvLen - qLen); // bottom-right aligned
+  switch (mask.kind) {
+  case MaskKind::None:
+    return true;
+  case MaskKind::Causal:
+    return col <= pos;
+  case MaskKind::SlidingWindow:
+    return col <= pos && col > pos - mask.window;
+  }
+  return false;
+}
+
+static int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+TileRange classifyTiles(const Mask &mask, int64_t qStart, int64_t tileQ,
+                        int64_t tileKV, int64_t qLen, int64_t kvLen) {
+  int64_t lastRow = std::min(qStart + tileQ, qLen) - 1;
+  if (kvLen <= 0 || lastRow < qStart)
+    return {};
+  const int64_t off = kvLen - qLen;
+  // The keys a query at key position p sees form the interval
+  // [lowCol(p), highCol(p)]; both ends grow with p.
+  auto lowCol = [&](int64_t p) -> int64_t {
+    return mask.kind == MaskKind::SlidingWindow ? std::max<int64_t>(0, p - mask.window + 1) : 0;
+  };
+  auto highCol = [&](int64_t p) -> int64_t {
+    return mask.kind == MaskKind::None ? kvLen - 1 : std::min(p, kvLen - 1);
+  };
+  const int64_t pFirst = qStart + off, pLast = lastRow + off;
+  // Union over the tile's rows: rows with p < 0 see nothing under a causal
+  // or windowed mask, so the union starts at the first row that sees a key.
+  int64_t unionLo = lowCol(mask.kind == MaskKind::None ? pFirst : std::max<int64_t>(pFirst, 0));
+  int64_t unionHi = highCol(pLast);
+  if (unionHi < unionLo)
+    return {};
+  TileRange r;
+  r.lo = unionLo / tileKV;
+  r.hi = unionHi / tileKV + 1;
+  // Intersection over the rows: keys every row sees.
+  int64_t interLo = lowCol(pLast), interHi = highCol(pFirst);
+  int64_t fullLo = (interLo + tileKV - 1) / tileKV;
+  int64_t fullHi = floorDiv(interHi + 1, tileKV);
+  if (interHi < interLo || fullHi <= fullLo) {
+    r.fullLo = r.fullHi = r.lo;
+  } else {
+    r.fullLo = fullLo;
+    r.fullHi = fullHi;
+  }
+  return r;
+}
+
+} // namespace attn

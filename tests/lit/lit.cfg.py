@@ -1,0 +1,17 @@
+# lit configuration for the attn IR tests: one file per pass, plus the
+# verifier and the CLI tests. Tools come from the build's bin/ folder.
+import os
+
+import lit.formats
+
+config.name = "ATTN"
+config.test_format = lit.formats.ShTest(True)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(getattr(config, "attn_obj_root", "/tmp/attn-lit"), "tests", "lit")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+
+tools = getattr(config, "attn_tools_dir", None) or lit_config.params["attn_tools_dir"]
+llvm = getattr(config, "llvm_tools_dir", None) or lit_config.params.get(
+    "llvm_tools_dir", "/usr/lib/llvm-22/bin")
+config.environment["PATH"] = os.pathsep.join([tools, llvm, config.environment.get("PATH", "")])
