@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds the portable binaries (MLIR and LLVM linked statically) and checks
+# that they need no MLIR or LLVM shared library and still work.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/build.sh" --static attnc attn-opt
+bin="${ATTNC_BUILD_DIR:-$root/build-static}/bin"
+for tool in attnc attn-opt; do
+  if ldd "$bin/$tool" | grep -E 'lib(MLIR|LLVM)'; then
+    echo "check-static: $tool still loads a shared MLIR/LLVM library" >&2
+    exit 1
+  fi
+done
+"$bin/attnc" emit --spec mode=decode,page_size=16,gqa=4 | grep -q 'attn.merge'
+"$bin/attn-opt" "$root/tests/lit/pipeline.mlir" --attn-pipeline | grep -q 'attn.block_table_lookup'
+echo "check-static: $bin/attnc and attn-opt are portable (no shared MLIR/LLVM) and work"
