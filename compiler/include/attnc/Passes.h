@@ -21,6 +21,13 @@ namespace attn {
 constexpr llvm::StringLiteral kLoopAttr = "attn.loop";
 constexpr llvm::StringLiteral kTilesAttr = "attn.tiles";
 
+/// Whether `op` is a loop the passes marked with `attn.loop = role`
+/// ("heads", "q_tiles", "kv_tiles" or "kv_splits"); false for null.
+inline bool isLoopWithRole(mlir::Operation *op, llvm::StringRef role) {
+  auto attr = op ? op->getAttrOfType<mlir::StringAttr>(kLoopAttr) : mlir::StringAttr();
+  return attr && attr.getValue() == role;
+}
+
 /// attn-online-softmax: rewrites one textbook op into the tiled recurrence.
 mlir::FailureOr<mlir::scf::ForOp>
 insertOnlineSoftmax(mlir::RewriterBase &rewriter, StandardAttentionOp op, const Spec &spec);

@@ -87,8 +87,7 @@ struct MaskTilesPass : attn::impl::MaskTilesBase<MaskTilesPass> {
     func::FuncOp func = getOperation();
     SmallVector<scf::ForOp> loops;
     func.walk([&](scf::ForOp loop) {
-      auto role = loop->getAttrOfType<StringAttr>(kLoopAttr);
-      if (role && role.getValue() == "kv_tiles" && !loop->hasAttr(kTilesAttr) && findMask(loop))
+      if (isLoopWithRole(loop, "kv_tiles") && !loop->hasAttr(kTilesAttr) && findMask(loop))
         loops.push_back(loop);
     });
     IRRewriter rewriter(&getContext());

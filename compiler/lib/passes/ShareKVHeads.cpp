@@ -80,8 +80,7 @@ struct ShareKVHeadsPass : attn::impl::ShareKVHeadsBase<ShareKVHeadsPass> {
       return;
     SmallVector<scf::ForOp> loops;
     func.walk([&](scf::ForOp loop) {
-      auto role = loop->getAttrOfType<StringAttr>(kLoopAttr);
-      if (role && role.getValue() == "heads" && !loop->hasAttr("attn.gqa"))
+      if (isLoopWithRole(loop, "heads") && !loop->hasAttr("attn.gqa"))
         loops.push_back(loop);
     });
     IRRewriter rewriter(&getContext());

@@ -23,16 +23,11 @@ namespace attn {
 using namespace mlir;
 using namespace attn;
 
-static bool isKVTileLoop(Operation *op) {
-  auto role = op ? op->getAttrOfType<StringAttr>(kLoopAttr) : StringAttr();
-  return role && role.getValue() == "kv_tiles";
-}
-
 /// The loop whose init args are exactly `state`, if there is one.
 static scf::ForOp loopStartingFrom(ValueRange state) {
   for (Operation *user : state.front().getUsers()) {
     auto loop = dyn_cast<scf::ForOp>(user);
-    if (loop && isKVTileLoop(loop) && loop.getInitArgs() == state)
+    if (loop && isLoopWithRole(loop, "kv_tiles") && loop.getInitArgs() == state)
       return loop;
   }
   return {};
@@ -119,9 +114,7 @@ struct SplitKVPass : attn::impl::SplitKVBase<SplitKVPass> {
     }
     SmallVector<StateInitOp> inits;
     func.walk([&](StateInitOp init) {
-      auto parent = init->getParentOfType<scf::ForOp>();
-      auto role = parent ? parent->getAttrOfType<StringAttr>(kLoopAttr) : StringAttr();
-      if (!role || role.getValue() != "kv_splits")
+      if (!isLoopWithRole(init->getParentOfType<scf::ForOp>(), "kv_splits"))
         inits.push_back(init);
     });
     for (StateInitOp init : inits)
