@@ -182,15 +182,81 @@ Errors runBatch(const std::string &specText, const std::vector<Sequence> &batch,
   return errors;
 }
 
+/// The masks, page sizes and GQA ratios of the matrix.
+const char *const kMasks[] = {"none", "causal", "sliding_window(50)"};
+const int kGqa[] = {1, 4, 7};
+
+/// Ragged prefill batch: a single token, a length that is no multiple of
+/// the tiles, few queries against a long cache, more queries than keys (the
+/// first ones see nothing under a causal mask) and an empty cache.
+const std::vector<Sequence> kPrefillBatch = {{1, 1}, {77, 77}, {5, 1000}, {100, 77}, {3, 0}};
+/// Ragged decode batch: one or two query tokens per sequence.
+const std::vector<Sequence> kDecodeBatch = {{1, 1}, {1, 77}, {2, 1000}, {1, 0}};
+
+template <typename T>
+void checkMatrix(const std::string &dtype, double tolerance, bool relative) {
+  std::mt19937_64 rng(seed());
+  int specs = 0;
+  double worst = 0;
+  auto check = [&](const std::string &text, const std::vector<Sequence> &batch, int64_t splits) {
+    Errors e = runBatch<T>(text, batch, /*numKVHeads=*/2, rng, splits);
+    double err = relative ? e.relative() : e.maxAbs;
+    worst = std::max(worst, err);
+    ++specs;
+    INFO(text << ": max abs " << e.maxAbs << ", relative " << e.relative() << ", " << e.nan
+              << " NaN, " << e.fullyMaskedWrong << " of " << e.fullyMaskedRows
+              << " fully masked rows wrong");
+    CHECK(e.nan == 0);
+    CHECK(err < tolerance);
+    CHECK(e.fullyMaskedWrong == 0);
+  };
+  const std::string base = "target=cpu,dtype=" + dtype + ",head_dim=32,return_lse=true";
+  for (const char *mask : kMasks)
+    for (int gqa : kGqa) {
+      const std::string common = base + ",mask=" + mask + ",gqa=" + std::to_string(gqa);
+      for (int page : {0, 1, 16, 19})
+        check(common + ",tile_q=16,tile_kv=19,page_size=" + std::to_string(page), kPrefillBatch, 1);
+      for (int page : {1, 16, 19})
+        for (const char *split : {"1", "3", "auto"})
+          check(common + ",mode=decode,tile_q=2,tile_kv=19,page_size=" + std::to_string(page) +
+                    ",split_kv=" + split,
+                kDecodeBatch, /*num_splits for auto=*/3);
+    }
+  std::printf("CPU numerics %s: %d specs, worst %s error %.3g (bound %.0e)\n", dtype.c_str(),
+              specs, relative ? "relative" : "max-abs", worst, tolerance);
+}
+
 } // namespace
 
-TEST_CASE("a causal f64 prefill matches textbook attention within 1e-8", "[cpu][numerics]") {
+TEST_CASE("f64 matches textbook attention within 1e-8 for every mask, paging, GQA and split",
+          "[cpu][numerics]") {
+  checkMatrix<double>("f64", 1e-8, /*relative=*/false);
+}
+
+TEST_CASE("f32 matches textbook attention within 1e-5 relative for every mask, paging, GQA and split",
+          "[cpu][numerics]") {
+  checkMatrix<float>("f32", 1e-5, /*relative=*/true);
+}
+
+TEST_CASE("tiles of one query and one key give the same answer", "[cpu][numerics]") {
   std::mt19937_64 rng(seed());
-  Errors e = runBatch<double>("target=cpu,dtype=f64,head_dim=32,tile_q=16,tile_kv=19,mask=causal,return_lse=true",
-                              {{77, 77}, {1, 1}, {5, 40}, {40, 5}}, 2, rng);
-  INFO("max abs " << e.maxAbs << ", relative " << e.relative());
+  for (const char *mask : kMasks) {
+    Errors e = runBatch<double>(std::string("target=cpu,dtype=f64,head_dim=32,tile_q=1,tile_kv=1,"
+                                            "return_lse=true,page_size=19,gqa=4,mask=") + mask,
+                                {{1, 1}, {77, 77}, {9, 3}}, 1, rng);
+    INFO(mask << ": max abs " << e.maxAbs);
+    CHECK(e.nan == 0);
+    CHECK(e.maxAbs < 1e-8);
+    CHECK(e.fullyMaskedWrong == 0);
+  }
+}
+
+TEST_CASE("a long f64 prefill (1000 x 1000) matches the reference", "[cpu][numerics]") {
+  std::mt19937_64 rng(seed());
+  Errors e = runBatch<double>("target=cpu,dtype=f64,head_dim=32,mask=causal,page_size=19,gqa=4,"
+                              "return_lse=true",
+                              {{1000, 1000}}, 1, rng);
+  INFO("max abs " << e.maxAbs);
   CHECK(e.nan == 0);
   CHECK(e.maxAbs < 1e-8);
-  CHECK(e.fullyMaskedRows > 0); // q_len > kv_len hides the first queries
-  CHECK(e.fullyMaskedWrong == 0);
 }
