@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ ccache python3
+  cmake ninja-build g++ ccache python3 python3-numpy
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   catch2 libfmt-dev libzstd-dev
   clang-14 libclang-rt-14-dev   # libFuzzer for the spec-parser fuzz target

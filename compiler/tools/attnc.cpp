@@ -12,6 +12,7 @@
 #include "attn/AttnDialect.h"
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
+#include "Commands.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -30,12 +31,75 @@ static cl::OptionCategory attncCategory("attnc options");
 
 static cl::SubCommand emitCmd("emit", "Print the IR of a spec after a stage of the pipeline");
 static cl::SubCommand specCmd("spec", "Check a spec; print its canonical form and symbol");
+static cl::SubCommand runCmd("run", "Run a spec's kernel on random or .npy inputs and check it "
+                                    "against textbook attention");
+static cl::SubCommand traceCmd("trace", "Follow one query row through the online-softmax "
+                                        "recurrence, tile by tile");
+static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: textbook "
+                                            "attention vs the generated kernel");
 
 static cl::opt<std::string>
     specText("spec", cl::desc("The attention spec, field=value pairs separated by commas; "
                               "unset fields take their defaults (see `attnc --help`)"),
              cl::value_desc("spec"), cl::init(""), cl::sub(emitCmd), cl::sub(specCmd),
-             cl::cat(attncCategory));
+             cl::sub(runCmd), cl::sub(traceCmd), cl::sub(explainCmd), cl::cat(attncCategory));
+
+// attnc run
+static cl::opt<std::string> runTarget("target", cl::desc("Where to run: cpu"), cl::init("cpu"),
+                                      cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> runBatch("batch", cl::desc("Sequences in the batch (random inputs)"),
+                                 cl::init(1), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> runKVHeads("num-kv-heads",
+                                   cl::desc("KV heads (random inputs); query heads = gqa x this"),
+                                   cl::init(2), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> runQLen("q-len", cl::desc("Queries per sequence (default 128; decode 1)"),
+                                cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> runKVLen("kv-len",
+                                 cl::desc("Keys per sequence (default q-len; decode 512); with "
+                                          "--q and a paged cache, the sequence's length"),
+                                 cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<bool> runRagged("ragged",
+                               cl::desc("Draw each sequence's lengths in 1..q-len / 1..kv-len"),
+                               cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<uint64_t> runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"),
+                                 cl::sub(runCmd), cl::sub(traceCmd), cl::cat(attncCategory));
+static cl::opt<double> runScale("scale", cl::desc("Softmax scale (default 1/sqrt(head_dim))"),
+                                cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> runSplits("num-splits",
+                                  cl::desc("Splits for a decode spec with split_kv=auto"),
+                                  cl::init(4), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<std::string> runQ("q", cl::desc("Queries, .npy [num_q_heads, q_len, head_dim]"),
+                                 cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<std::string>
+    runK("k", cl::desc("Keys, .npy [num_kv_heads, kv_len, head_dim]; paged: the cache "
+                       "[num_pages, page_size, num_kv_heads, head_dim]"),
+         cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<std::string> runV("v", cl::desc("Values, .npy, the layout of --k"),
+                                 cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<std::string>
+    runBlockTable("block-table",
+                  cl::desc("Paged: the sequence's pages in order, .npy int32 [pages]"),
+                  cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<std::string> runOut("out", cl::desc("Write the output, .npy like --q"),
+                                   cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<std::string>
+    runLse("lse", cl::desc("Write the natural-log lse, .npy [num_q_heads, q_len]"),
+           cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
+
+// attnc trace
+static cl::opt<int64_t> traceKVLen("kv-len", cl::desc("Keys to trace through (default 16)"),
+                                   cl::init(16), cl::sub(traceCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> traceRow("row", cl::desc("Query row to follow (default: the last)"),
+                                 cl::init(-1), cl::sub(traceCmd), cl::cat(attncCategory));
+
+// attnc explain
+static cl::opt<std::string> explainLengths("lengths",
+                                           cl::desc("Sequence lengths N, comma separated"),
+                                           cl::init("512,2048,8192"), cl::sub(explainCmd),
+                                           cl::cat(attncCategory));
+static cl::opt<bool> explainNoMeasure("model-only",
+                                      cl::desc("Print the model without running on the CPU"),
+                                      cl::init(false), cl::sub(explainCmd), cl::cat(attncCategory));
 
 static cl::opt<std::string>
     stage("stage",
@@ -61,8 +125,11 @@ static cl::opt<std::string> outputFile("o", cl::desc("Write the final IR to <fil
 static const char *kOverview = R"(attnc: a compiler for FlashAttention-family kernels
 
 Commands:
-  attnc emit   print the IR of a spec after a stage of the pipeline
-  attnc spec   check a spec and print its canonical form
+  attnc emit      print the IR of a spec after a stage of the pipeline
+  attnc spec      check a spec and print its canonical form
+  attnc run       run a spec's kernel (on the CPU) and check it against textbook attention
+  attnc trace     follow one query row through the recurrence, tile by tile
+  attnc explain   memory traffic and scratch: textbook attention vs the kernel
 Run `attnc <command> --help` for a command's flags.
 
 A spec is a comma-separated list of field=value pairs; unset fields take defaults:
@@ -168,6 +235,46 @@ int main(int argc, char **argv) {
     return runEmit();
   if (specCmd)
     return runSpec();
-  llvm::errs() << "attnc: expected a command (emit, spec); see `attnc --help`\n";
+  if (runCmd) {
+    attn::cli::RunOptions o;
+    o.spec = specText;
+    o.target = runTarget;
+    o.batch = runBatch;
+    o.numKVHeads = runKVHeads;
+    if (runQLen.getNumOccurrences())
+      o.qLen = runQLen;
+    if (runKVLen.getNumOccurrences())
+      o.kvLen = runKVLen;
+    o.ragged = runRagged;
+    if (runSeed.getNumOccurrences())
+      o.seed = runSeed;
+    if (runScale.getNumOccurrences())
+      o.scale = runScale;
+    o.numSplits = runSplits;
+    o.q = runQ;
+    o.k = runK;
+    o.v = runV;
+    o.blockTable = runBlockTable;
+    o.out = runOut;
+    o.lse = runLse;
+    return attn::cli::run(o);
+  }
+  if (traceCmd) {
+    attn::cli::TraceOptions o;
+    o.spec = specText;
+    o.kvLen = traceKVLen;
+    o.row = traceRow;
+    if (runSeed.getNumOccurrences())
+      o.seed = runSeed;
+    return attn::cli::trace(o);
+  }
+  if (explainCmd) {
+    attn::cli::ExplainOptions o;
+    o.spec = specText;
+    o.lengths = explainLengths;
+    o.measure = !explainNoMeasure;
+    return attn::cli::explain(o);
+  }
+  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain); see `attnc --help`\n";
   return 1;
 }

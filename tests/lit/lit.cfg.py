@@ -15,3 +15,18 @@ tools = getattr(config, "attn_tools_dir", None) or lit_config.params["attn_tools
 llvm = getattr(config, "llvm_tools_dir", None) or lit_config.params.get(
     "llvm_tools_dir", "/usr/lib/llvm-22/bin")
 config.environment["PATH"] = os.pathsep.join([tools, llvm, config.environment.get("PATH", "")])
+
+# A Python with numpy (Debian's python3-numpy) for the .npy round trips.
+import shutil
+import subprocess
+
+def _has_numpy(python):
+    try:
+        return subprocess.run([python, "-c", "import numpy"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+_python = next((p for p in ["/usr/bin/python3", shutil.which("python3") or ""] if p and _has_numpy(p)), None)
+if _python:
+    config.substitutions.append(("%python", _python))
+    config.available_features.add("numpy")

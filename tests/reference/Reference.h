@@ -47,9 +47,11 @@ inline bool sees(const Problem &p, int64_t i, int64_t j) {
 }
 
 /// out [num_q_heads, q_len, head_dim] and lse [num_q_heads, q_len]. A query
-/// that sees no key gets output 0 and lse -inf.
+/// that sees no key gets output 0 and lse -inf. With `onlyRows` (q_len
+/// flags), the other query rows are skipped and left NaN.
 inline void attention(const Problem &p, std::vector<long double> &out,
-                      std::vector<long double> &lse) {
+                      std::vector<long double> &lse,
+                      const std::vector<char> *onlyRows = nullptr) {
   const int64_t group = p.numQHeads / p.numKVHeads;
   out.assign(p.numQHeads * p.qLen * p.headDim, 0.0L);
   lse.assign(p.numQHeads * p.qLen, -std::numeric_limits<long double>::infinity());
@@ -57,6 +59,12 @@ inline void attention(const Problem &p, std::vector<long double> &out,
   for (int64_t h = 0; h < p.numQHeads; ++h) {
     const int64_t hk = h / group;
     for (int64_t i = 0; i < p.qLen; ++i) {
+      if (onlyRows && !(*onlyRows)[i]) {
+        for (int64_t d = 0; d < p.headDim; ++d)
+          out[(h * p.qLen + i) * p.headDim + d] = std::numeric_limits<long double>::quiet_NaN();
+        lse[h * p.qLen + i] = std::numeric_limits<long double>::quiet_NaN();
+        continue;
+      }
       long double max = -std::numeric_limits<long double>::infinity();
       for (int64_t j = 0; j < p.kvLen; ++j) {
         if (!sees(p, i, j)) {

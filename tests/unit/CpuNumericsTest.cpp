@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "attnc/CpuBackend.h"
-#include "../reference/Reference.h"
+#include "reference/Harness.h"
 
 #include <catch2/catch.hpp>
 
@@ -51,133 +51,29 @@ const CpuKernel &kernelFor(const std::string &text) {
   return *slot;
 }
 
-struct Errors {
-  double maxAbs = 0, sumSqErr = 0, sumSqRef = 0;
-  int64_t nan = 0, fullyMaskedRows = 0, fullyMaskedWrong = 0;
-  double relative() const { return sumSqRef > 0 ? std::sqrt(sumSqErr / sumSqRef) : std::sqrt(sumSqErr); }
-};
+using harness::Errors;
 
-/// One sequence of a ragged batch.
-struct Sequence {
-  int64_t qLen, kvLen;
-};
+/// One sequence of a ragged batch: (q_len, kv_len).
+using Sequence = std::pair<int64_t, int64_t>;
 
-/// Runs `specText` on a ragged batch and accumulates the errors against the
-/// reference. Paged specs share one cache whose pages are shuffled across
-/// the batch; every slot no sequence uses holds NaN.
+/// Runs `specText` on a ragged batch of fresh random inputs, outputs
+/// poisoned with NaN, and accumulates the errors against the reference.
 template <typename T>
-Errors runBatch(const std::string &specText, const std::vector<Sequence> &batch,
+Errors runBatch(const std::string &specText, const std::vector<Sequence> &lengths,
                 int64_t numKVHeads, std::mt19937_64 &rng, int64_t numSplits = 3) {
   const CpuKernel &kernel = kernelFor(specText);
-  const Spec &spec = kernel.spec();
-  const int64_t d = spec.head_dim, hq = numKVHeads * spec.gqa, hkv = numKVHeads;
-  const int64_t page = spec.page_size;
-  std::normal_distribution<double> normal(0.0, 1.0);
+  auto batch = harness::randomBatch<T>(kernel.spec(), lengths, numKVHeads, rng);
+  const double scale = 1.0 / std::sqrt(double(kernel.spec().head_dim));
   const T nan = std::numeric_limits<T>::quiet_NaN();
-
-  // A paged cache large enough for the batch, plus spare pages, all NaN.
-  std::vector<int64_t> pagesOf;
-  int64_t numPages = 0;
-  for (const Sequence &s : batch)
-    numPages += page ? (s.kvLen + page - 1) / page : 0;
-  numPages += page ? 3 : 0;
-  std::vector<int32_t> pool(numPages);
-  for (int64_t i = 0; i < numPages; ++i)
-    pool[i] = static_cast<int32_t>(i);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  std::vector<T> kCache(numPages * std::max<int64_t>(page, 1) * hkv * d, nan);
-  std::vector<T> vCache(kCache.size(), nan);
-  size_t nextPage = 0;
-
   Errors errors;
-  for (const Sequence &s : batch) {
-    std::vector<T> q(hq * s.qLen * d), k(hkv * s.kvLen * d), v(k.size());
-    for (auto *buf : {&q, &k, &v})
-      for (T &x : *buf)
-        x = static_cast<T>(normal(rng));
-    std::vector<int32_t> table;
-    if (page) {
-      int64_t used = (s.kvLen + page - 1) / page;
-      table.assign(pool.begin() + nextPage, pool.begin() + nextPage + used);
-      nextPage += used;
-      for (int64_t h = 0; h < hkv; ++h)
-        for (int64_t t = 0; t < s.kvLen; ++t)
-          for (int64_t x = 0; x < d; ++x) {
-            int64_t at = ((table[t / page] * page + t % page) * hkv + h) * d + x;
-            kCache[at] = k[(h * s.kvLen + t) * d + x];
-            vCache[at] = v[(h * s.kvLen + t) * d + x];
-          }
-    }
-    const double scale = 1.0 / std::sqrt(double(d));
-    std::vector<T> out(hq * s.qLen * d, nan), lse(hq * s.qLen, nan);
-    CpuArgs args;
-    args.numQHeads = hq;
-    args.numKVHeads = hkv;
-    args.qLen = s.qLen;
-    args.kvLen = s.kvLen;
-    args.q = q.data();
-    args.k = k.data();
-    args.v = v.data();
-    args.numPages = numPages;
-    args.kCache = kCache.data();
-    args.vCache = vCache.data();
-    args.blockTable = table.data();
-    args.blockTableLen = static_cast<int64_t>(table.size());
-    args.scale = scale;
-    args.numSplits = numSplits;
-    args.out = out.data();
-    args.lse = lse.data();
-    if (llvm::Error err = kernel.run(args))
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const auto &s = batch.sequences[i];
+    std::vector<T> out(batch.numQHeads() * s.qLen * kernel.spec().head_dim, nan);
+    std::vector<T> lse(batch.numQHeads() * s.qLen, nan);
+    if (llvm::Error err =
+            kernel.run(harness::argsFor(batch, i, scale, numSplits, out.data(), lse.data())))
       FAIL(llvm::toString(std::move(err)));
-
-    // The reference reads K and V through the block table too.
-    ref::Problem p;
-    p.numQHeads = hq;
-    p.numKVHeads = hkv;
-    p.qLen = s.qLen;
-    p.kvLen = s.kvLen;
-    p.headDim = d;
-    p.mask = spec.mask.kind == MaskKind::None     ? ref::MaskKind::None
-             : spec.mask.kind == MaskKind::Causal ? ref::MaskKind::Causal
-                                                  : ref::MaskKind::Window;
-    p.window = spec.mask.window;
-    p.scale = scale;
-    p.query = [&](int64_t h, int64_t i, int64_t x) { return (long double)q[(h * s.qLen + i) * d + x]; };
-    auto kvAt = [&](const std::vector<T> &contiguous, const std::vector<T> &cache, int64_t h,
-                    int64_t t, int64_t x) -> long double {
-      if (!page)
-        return contiguous[(h * s.kvLen + t) * d + x];
-      return cache[((table[t / page] * page + t % page) * hkv + h) * d + x];
-    };
-    p.key = [&](int64_t h, int64_t t, int64_t x) { return kvAt(k, kCache, h, t, x); };
-    p.value = [&](int64_t h, int64_t t, int64_t x) { return kvAt(v, vCache, h, t, x); };
-    std::vector<long double> refOut, refLse;
-    ref::attention(p, refOut, refLse);
-
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (std::isnan(out[i])) {
-        ++errors.nan;
-        continue;
-      }
-      double err = std::fabs(double(out[i] - refOut[i]));
-      errors.maxAbs = std::max(errors.maxAbs, err);
-      errors.sumSqErr += err * err;
-      errors.sumSqRef += double(refOut[i] * refOut[i]);
-    }
-    for (int64_t row = 0; row < hq * s.qLen; ++row) {
-      if (!std::isinf(refLse[row]))
-        continue;
-      // A row that sees no key: exactly 0, and lse = -inf when asked for.
-      ++errors.fullyMaskedRows;
-      bool zero = std::all_of(out.begin() + row * d, out.begin() + (row + 1) * d,
-                              [](T x) { return x == T(0); });
-      bool lseOk = !spec.return_lse || (std::isinf(lse[row]) && lse[row] < 0);
-      errors.fullyMaskedWrong += !(zero && lseOk);
-    }
-    if (spec.return_lse)
-      for (int64_t row = 0; row < hq * s.qLen; ++row)
-        if (!std::isinf(refLse[row]))
-          errors.maxAbs = std::max(errors.maxAbs, std::fabs(double(lse[row] - refLse[row])));
+    harness::compare(batch, i, scale, out, lse, errors);
   }
   return errors;
 }

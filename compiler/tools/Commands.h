@@ -1,0 +1,52 @@
+//===- Commands.h - The attnc commands beyond emit ------------*- C++ -*-===//
+
+#ifndef ATTNC_TOOLS_COMMANDS_H
+#define ATTNC_TOOLS_COMMANDS_H
+
+#include "attn/Spec.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace attn::cli {
+
+/// `attnc run`: what the flags asked for.
+struct RunOptions {
+  std::string spec, target;
+  int64_t batch = 1, numKVHeads = 2;
+  std::optional<int64_t> qLen, kvLen;
+  bool ragged = false;
+  std::optional<uint64_t> seed;
+  std::optional<double> scale;
+  int64_t numSplits = 4;
+  std::string q, k, v, blockTable, out, lse;
+};
+int run(const RunOptions &options);
+
+/// `attnc trace`: one query row through the recurrence, tile by tile.
+struct TraceOptions {
+  std::string spec;
+  int64_t kvLen = 16, row = -1;
+  std::optional<uint64_t> seed;
+};
+int trace(const TraceOptions &options);
+
+/// `attnc explain`: memory of textbook attention vs the generated kernel.
+struct ExplainOptions {
+  std::string spec;
+  std::string lengths = "512,2048,8192";
+  int64_t numHeads = 1;
+  bool measure = true;
+};
+int explain(const ExplainOptions &options);
+
+/// Parses a spec for the CPU: adds target=cpu unless the text names a target
+/// (which must then be cpu) and, with `lse`, return_lse=true unless the text
+/// says return_lse=false (an error then). Prints the error and returns
+/// nothing when the spec is invalid.
+std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool lse = false);
+
+} // namespace attn::cli
+
+#endif // ATTNC_TOOLS_COMMANDS_H

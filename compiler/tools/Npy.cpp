@@ -1,0 +1,177 @@
+//===- Npy.cpp - Read and write .npy arrays -------------------------------===//
+
+#include "Npy.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace attn::npy {
+
+int64_t Array::size() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string Array::shapeText() const {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+const char *kindName(Kind k) {
+  switch (k) {
+  case Kind::F32:
+    return "float32";
+  case Kind::F64:
+    return "float64";
+  case Kind::I32:
+    return "int32";
+  }
+  return "?";
+}
+
+static int64_t elementSize(Kind k) { return k == Kind::F64 ? 8 : 4; }
+
+/// The value of `key` in the header dict, as written ('<f8', False, (2, 3)).
+static std::string field(const std::string &header, const std::string &key) {
+  size_t at = header.find("'" + key + "'");
+  if (at == std::string::npos)
+    return "";
+  at = header.find(':', at);
+  if (at == std::string::npos)
+    return "";
+  ++at;
+  while (at < header.size() && header[at] == ' ')
+    ++at;
+  size_t end = at;
+  if (at < header.size() && header[at] == '(') {
+    end = header.find(')', at);
+    return end == std::string::npos ? "" : header.substr(at, end - at + 1);
+  }
+  while (end < header.size() && header[end] != ',' && header[end] != '}')
+    ++end;
+  return header.substr(at, end - at);
+}
+
+bool read(const std::string &path, Array &out, std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  char magic[8];
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
+    error = path + ": not a .npy file (no \\x93NUMPY magic)";
+    return false;
+  }
+  const int major = static_cast<unsigned char>(magic[6]);
+  uint32_t headerLen = 0;
+  if (major == 1) {
+    unsigned char len[2];
+    in.read(reinterpret_cast<char *>(len), 2);
+    headerLen = len[0] | (len[1] << 8);
+  } else if (major == 2 || major == 3) {
+    unsigned char len[4];
+    in.read(reinterpret_cast<char *>(len), 4);
+    headerLen = len[0] | (len[1] << 8) | (len[2] << 16) | (uint32_t(len[3]) << 24);
+  } else {
+    error = path + ": unsupported .npy version " + std::to_string(major);
+    return false;
+  }
+  if (!in || headerLen > (1u << 20)) {
+    error = path + ": truncated or oversized .npy header";
+    return false;
+  }
+  std::string header(headerLen, '\0');
+  if (!in.read(header.data(), headerLen)) {
+    error = path + ": truncated .npy header";
+    return false;
+  }
+  std::string descr = field(header, "descr"), order = field(header, "fortran_order"),
+              shape = field(header, "shape");
+  if (descr == "'<f4'")
+    out.kind = Kind::F32;
+  else if (descr == "'<f8'")
+    out.kind = Kind::F64;
+  else if (descr == "'<i4'")
+    out.kind = Kind::I32;
+  else {
+    error = path + ": element type " + (descr.empty() ? "(none)" : descr) +
+            " is not supported (float32 '<f4', float64 '<f8' or int32 '<i4')";
+    return false;
+  }
+  if (order != "False") {
+    error = path + ": Fortran-ordered arrays are not supported; save a C-contiguous array";
+    return false;
+  }
+  if (shape.size() < 2 || shape.front() != '(') {
+    error = path + ": no shape in the .npy header";
+    return false;
+  }
+  out.shape.clear();
+  std::string inner = shape.substr(1, shape.size() - 2);
+  size_t pos = 0;
+  while (pos < inner.size()) {
+    size_t comma = inner.find(',', pos);
+    std::string item = inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? inner.size() : comma + 1;
+    if (item.find_first_not_of(' ') == std::string::npos)
+      continue;
+    char *end = nullptr;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (v < 0 || v > (1ll << 40)) {
+      error = path + ": bad dimension '" + item + "' in the shape";
+      return false;
+    }
+    out.shape.push_back(v);
+  }
+  const int64_t bytes = out.size() * elementSize(out.kind);
+  out.bytes.resize(bytes);
+  if (bytes > 0 && !in.read(out.bytes.data(), bytes)) {
+    error = path + ": truncated: the shape " + out.shapeText() + " needs " +
+            std::to_string(bytes) + " bytes of data";
+    return false;
+  }
+  return true;
+}
+
+bool write(const std::string &path, const Array &array, std::string &error) {
+  std::string descr = array.kind == Kind::F32 ? "<f4" : array.kind == Kind::F64 ? "<f8" : "<i4";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
+                       array.shapeText() + ", }";
+  // Pad so that the data starts on a 64-byte boundary, ending with '\n'.
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      error = path + ": cannot write: " + std::strerror(errno);
+      return false;
+    }
+    out.write("\x93NUMPY\x01\x00", 8);
+    const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xff),
+                                  static_cast<unsigned char>(header.size() >> 8)};
+    out.write(reinterpret_cast<const char *>(len), 2);
+    out.write(header.data(), header.size());
+    out.write(array.bytes.data(), array.bytes.size());
+    if (!out.flush()) {
+      error = path + ": write failed: " + std::strerror(errno);
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = path + ": cannot move the finished file into place: " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+} // namespace attn::npy

@@ -1,0 +1,37 @@
+//===- Npy.h - Read and write .npy arrays -----------------------*- C++ -*-===//
+//
+// NumPy's .npy format (versions 1.0 to 3.0), C order, little-endian float32,
+// float64 and int32: enough for attnc's inputs and outputs. Errors name the
+// file and what is wrong with it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_TOOLS_NPY_H
+#define ATTNC_TOOLS_NPY_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attn::npy {
+
+enum class Kind { F32, F64, I32 };
+
+struct Array {
+  Kind kind = Kind::F64;
+  std::vector<int64_t> shape;
+  std::vector<char> bytes; ///< C order, little-endian
+  int64_t size() const;
+  std::string shapeText() const; ///< e.g. (4, 77, 128)
+};
+
+const char *kindName(Kind k); ///< float32, float64, int32
+
+/// Reads `path`; on failure returns false and sets `error`.
+bool read(const std::string &path, Array &out, std::string &error);
+/// Writes `array` to `path` (through a temporary file renamed into place).
+bool write(const std::string &path, const Array &array, std::string &error);
+
+} // namespace attn::npy
+
+#endif // ATTNC_TOOLS_NPY_H

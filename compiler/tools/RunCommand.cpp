@@ -1,0 +1,281 @@
+//===- RunCommand.cpp - attnc run: run a spec and check it ----------------===//
+//
+// Random inputs (seed printed) or .npy files in, the generated kernel run on
+// the CPU, the outputs compared with the textbook reference, .npy files out.
+// Exit status 1 for bad input or an error over tolerance.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+#include "Npy.h"
+
+#include "attnc/CpuBackend.h"
+#include "reference/Harness.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace attn::cli {
+
+namespace {
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int fail(const std::string &message) {
+  llvm::errs() << "attnc run: " << message << "\n";
+  return 1;
+}
+
+/// True when `text` sets `field` (as `field=`).
+bool mentions(const std::string &text, const std::string &field) {
+  size_t at = 0;
+  while ((at = text.find(field, at)) != std::string::npos) {
+    bool start = at == 0 || text[at - 1] == ',' || text[at - 1] == ' ';
+    size_t eq = text.find_first_not_of(' ', at + field.size());
+    if (start && eq != std::string::npos && text[eq] == '=')
+      return true;
+    at += field.size();
+  }
+  return false;
+}
+} // namespace
+
+std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool lse) {
+  std::string full = text;
+  if (!mentions(text, "target"))
+    full += (full.empty() ? "" : ",") + std::string("target=cpu");
+  if (lse && !mentions(text, "return_lse"))
+    full += ",return_lse=true";
+  SpecResult result = parseSpec(full);
+  if (!result) {
+    llvm::errs() << "attnc " << command << ": " << result.error->message() << "\n";
+    return std::nullopt;
+  }
+  if (result.spec->target != Target::CPU) {
+    llvm::errs() << "attnc " << command << ": the spec says target = "
+                 << name(result.spec->target) << ", but this runs on the CPU (target = cpu)\n";
+    return std::nullopt;
+  }
+  if (lse && !result.spec->return_lse) {
+    llvm::errs() << "attnc " << command << ": --lse needs return_lse = true in the spec\n";
+    return std::nullopt;
+  }
+  return result.spec;
+}
+
+namespace {
+
+/// Reads an .npy input, checking its element type and rank.
+template <typename T>
+bool readInput(const std::string &path, const char *what, size_t rank, npy::Kind kind,
+               npy::Array &array, std::string &error) {
+  if (!npy::read(path, array, error))
+    return false;
+  if (array.kind != kind) {
+    error = std::string(what) + " (" + path + ") holds " + npy::kindName(array.kind) +
+            ", expected " + npy::kindName(kind);
+    return false;
+  }
+  if (array.shape.size() != rank) {
+    error = std::string(what) + " (" + path + ") has shape " + array.shapeText() + ", expected " +
+            std::to_string(rank) + " dimensions";
+    return false;
+  }
+  return true;
+}
+
+template <typename T>
+std::vector<T> values(const npy::Array &a) {
+  std::vector<T> v(a.size());
+  std::memcpy(v.data(), a.bytes.data(), a.bytes.size());
+  return v;
+}
+
+/// Builds a one-sequence batch from --q, --k, --v (and --block-table).
+template <typename T>
+bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &batch,
+                    std::string &error) {
+  const npy::Kind kind = std::is_same_v<T, double> ? npy::Kind::F64 : npy::Kind::F32;
+  const bool paged = spec.isPaged();
+  if (o.k.empty() || o.v.empty())
+    return error = "--q needs --k and --v as well", false;
+  if (paged && (o.blockTable.empty() || !o.kvLen))
+    return error = "page_size = " + std::to_string(spec.page_size) +
+                   ": a paged cache needs --block-table and --kv-len",
+           false;
+  npy::Array q, k, v;
+  if (!readInput<T>(o.q, "q", 3, kind, q, error) ||
+      !readInput<T>(o.k, "k", paged ? 4 : 3, kind, k, error) ||
+      !readInput<T>(o.v, "v", paged ? 4 : 3, kind, v, error))
+    return false;
+  if (k.shape != v.shape)
+    return error = "k has shape " + k.shapeText() + " but v has " + v.shapeText(), false;
+  const int64_t d = spec.head_dim;
+  if (q.shape[2] != d || k.shape.back() != d)
+    return error = "head_dim = " + std::to_string(d) + " but q is " + q.shapeText() +
+                   " and k is " + k.shapeText(),
+           false;
+  const int64_t hkv = paged ? k.shape[2] : k.shape[0];
+  if (hkv < 1 || q.shape[0] != hkv * spec.gqa)
+    return error = "q has " + std::to_string(q.shape[0]) + " heads and k has " +
+                   std::to_string(hkv) + ": gqa = " + std::to_string(spec.gqa) + " needs " +
+                   std::to_string(hkv * spec.gqa) + " query heads",
+           false;
+  batch.spec = spec;
+  batch.numKVHeads = hkv;
+  harness::Sequence<T> s;
+  s.qLen = q.shape[1];
+  s.q = values<T>(q);
+  if (paged) {
+    if (k.shape[1] != spec.page_size)
+      return error = "k_cache has pages of " + std::to_string(k.shape[1]) +
+                     " tokens, the spec says page_size = " + std::to_string(spec.page_size),
+             false;
+    npy::Array table;
+    if (!readInput<int32_t>(o.blockTable, "block table", 1, npy::Kind::I32, table, error))
+      return false;
+    s.kvLen = *o.kvLen;
+    s.table = values<int32_t>(table);
+    batch.numPages = k.shape[0];
+    batch.kCache = values<T>(k);
+    batch.vCache = values<T>(v);
+  } else {
+    if (o.kvLen && *o.kvLen != k.shape[1])
+      return error = "--kv-len " + std::to_string(*o.kvLen) + " but k holds " +
+                     std::to_string(k.shape[1]) + " tokens",
+             false;
+    s.kvLen = k.shape[1];
+    s.k = values<T>(k);
+    s.v = values<T>(v);
+  }
+  batch.sequences.push_back(std::move(s));
+  return true;
+}
+
+template <typename T>
+int runTyped(const Spec &spec, const RunOptions &o) {
+  const bool fromFiles = !o.q.empty();
+  if (!fromFiles && (!o.k.empty() || !o.v.empty() || !o.blockTable.empty()))
+    return fail("--k, --v and --block-table come with --q");
+  if ((!o.out.empty() || !o.lse.empty()) && !fromFiles && o.batch != 1)
+    return fail("--out and --lse write one sequence: use --batch 1 (or --q inputs)");
+  if (o.batch < 1 || o.numKVHeads < 1)
+    return fail("--batch and --num-kv-heads must be >= 1");
+
+  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  std::mt19937_64 rng(seed);
+  harness::Batch<T> batch;
+  std::string error;
+  if (fromFiles) {
+    if (!batchFromFiles<T>(spec, o, batch, error))
+      return fail(error);
+  } else {
+    const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? 1 : 128);
+    const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
+    if (qLen < 0 || kvLen < 0)
+      return fail("--q-len and --kv-len must be >= 0");
+    std::vector<std::pair<int64_t, int64_t>> lengths;
+    for (int64_t i = 0; i < o.batch; ++i) {
+      if (!o.ragged) {
+        lengths.push_back({qLen, kvLen});
+        continue;
+      }
+      // Ragged: each sequence gets its own lengths, up to the ones given.
+      int64_t kv = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(kvLen, 1))(rng);
+      int64_t q = spec.mode == Mode::Decode
+                      ? qLen
+                      : std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(qLen, 1))(rng);
+      lengths.push_back({q, kvLen == qLen && spec.mode == Mode::Prefill ? q : kv});
+    }
+    batch = harness::randomBatch<T>(spec, lengths, o.numKVHeads, rng);
+    llvm::outs() << "seed " << seed << " (--seed " << seed << " to replay)\n";
+  }
+  const double scale = o.scale.value_or(1.0 / std::sqrt(double(spec.head_dim)));
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto kernel = CpuKernel::compile(spec);
+  if (!kernel)
+    return fail(llvm::toString(kernel.takeError()));
+  llvm::outs() << "spec " << spec.str() << "\ncompiled for the CPU in "
+               << llvm::format("%.3f", secondsSince(t0)) << " s\n";
+
+  harness::Errors errors;
+  double runSeconds = 0;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const auto &s = batch.sequences[i];
+    std::vector<T> out(batch.numQHeads() * s.qLen * spec.head_dim, nan);
+    std::vector<T> lse(batch.numQHeads() * s.qLen, nan);
+    auto t1 = std::chrono::steady_clock::now();
+    if (llvm::Error err = (*kernel)->run(
+            harness::argsFor(batch, i, scale, o.numSplits, out.data(), lse.data())))
+      return fail(llvm::toString(std::move(err)));
+    runSeconds += secondsSince(t1);
+    llvm::outs() << "sequence " << i << ": q_len " << s.qLen << ", kv_len " << s.kvLen << ", "
+                 << batch.numQHeads() << " query heads, " << batch.numKVHeads << " KV heads\n";
+
+    // The reference is O(q_len * kv_len * head_dim) in long double: past a
+    // billion steps, check a random sample of 64 query rows.
+    std::vector<char> sample;
+    const double work = double(s.qLen) * s.kvLen * spec.head_dim * batch.numQHeads();
+    if (work > 1e9 && s.qLen > 64) {
+      sample.assign(s.qLen, 0);
+      for (int n = 0; n < 64; ++n)
+        sample[std::uniform_int_distribution<int64_t>(0, s.qLen - 1)(rng)] = 1;
+    }
+    harness::compare(batch, i, scale, out, lse, errors, sample.empty() ? nullptr : &sample);
+
+    auto save = [&](const std::string &path, const std::vector<T> &data,
+                    std::vector<int64_t> shape) {
+      npy::Array a;
+      a.kind = std::is_same_v<T, double> ? npy::Kind::F64 : npy::Kind::F32;
+      a.shape = std::move(shape);
+      a.bytes.resize(data.size() * sizeof(T));
+      std::memcpy(a.bytes.data(), data.data(), a.bytes.size());
+      return npy::write(path, a, error);
+    };
+    if (!o.out.empty() && !save(o.out, out, {batch.numQHeads(), s.qLen, spec.head_dim}))
+      return fail(error);
+    if (!o.lse.empty() && !save(o.lse, lse, {batch.numQHeads(), s.qLen}))
+      return fail(error);
+  }
+
+  const bool f64 = std::is_same_v<T, double>;
+  const double bound = f64 ? 1e-8 : 1e-5;
+  const double measured = f64 ? errors.maxAbs : errors.relative();
+  llvm::outs() << "ran in " << llvm::format("%.3f", runSeconds) << " s; checked "
+               << errors.checked << " query rows against the textbook reference\n"
+               << "max abs error " << llvm::format("%.3g", errors.maxAbs) << ", relative error "
+               << llvm::format("%.3g", errors.relative()) << " (bound: "
+               << (f64 ? "max abs " : "relative ") << llvm::format("%.0e", bound) << ")\n";
+  if (errors.fullyMaskedRows)
+    llvm::outs() << errors.fullyMaskedRows << " query rows see no key: "
+                 << errors.fullyMaskedRows - errors.fullyMaskedWrong
+                 << " of them give 0 (and lse -inf)\n";
+  if (errors.nan || errors.fullyMaskedWrong || !(measured < bound)) {
+    llvm::outs() << "FAILED: " << errors.nan << " NaN, " << errors.fullyMaskedWrong
+                 << " fully masked rows wrong, error " << llvm::format("%.3g", measured)
+                 << " against a bound of " << llvm::format("%.0e", bound) << "\n";
+    return 1;
+  }
+  llvm::outs() << "OK\n";
+  return 0;
+}
+
+} // namespace
+
+int run(const RunOptions &o) {
+  if (o.target != "cpu")
+    return fail("--target " + o.target +
+                ": this build runs kernels on the CPU only; use --target cpu");
+  std::optional<Spec> spec = cpuSpec(o.spec, "run", !o.lse.empty());
+  if (!spec)
+    return 1;
+  return spec->dtype == DType::F64 ? runTyped<double>(*spec, o) : runTyped<float>(*spec, o);
+}
+
+} // namespace attn::cli

@@ -1,0 +1,159 @@
+//===- TraceCommand.cpp - attnc trace: the recurrence, tile by tile -------===//
+//
+// Follows one query row through the KV tiles in the order the compiled loops
+// visit them, printing the running max m, the rescale factor alpha, the
+// running sum l, the rescales so far and how far acc / l still is from the
+// exact answer. The generated kernel then runs on the same input, and its
+// output must equal the last row of the table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+
+#include "attnc/CpuBackend.h"
+#include "reference/Harness.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace attn::cli {
+
+int trace(const TraceOptions &o) {
+  // Small tiles by default, so that there are tiles to watch.
+  std::string text = o.spec;
+  auto add = [&](const char *field, const char *value) {
+    if (text.find(std::string(field) + "=") == std::string::npos)
+      text += (text.empty() ? "" : ",") + std::string(field) + "=" + value;
+  };
+  add("tile_kv", "4");
+  add("tile_q", "1");
+  add("head_dim", "32");
+  add("dtype", "f64");
+  std::optional<Spec> spec = cpuSpec(text, "trace", /*lse=*/true);
+  if (!spec)
+    return 1;
+  if (spec->dtype != DType::F64) {
+    llvm::errs() << "attnc trace: traces run in f64 (dtype=f64)\n";
+    return 1;
+  }
+  if (o.kvLen < 1 || o.kvLen > 4096) {
+    llvm::errs() << "attnc trace: --kv-len must be in 1..4096\n";
+    return 1;
+  }
+  const int64_t n = o.kvLen, d = spec->head_dim, bc = spec->tile_kv;
+  const int64_t qLen = spec->mode == Mode::Decode ? 1 : n;
+  const int64_t row = o.row < 0 ? qLen - 1 : o.row;
+  if (row >= qLen) {
+    llvm::errs() << "attnc trace: --row " << row << " is past the " << qLen << " query rows\n";
+    return 1;
+  }
+  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  std::mt19937_64 rng(seed);
+  auto batch = harness::randomBatch<double>(*spec, {{qLen, n}}, /*numKVHeads=*/1, rng);
+  const auto &s = batch.sequences[0];
+  const double scale = 1.0 / std::sqrt(double(d));
+
+  // The exact answer for the traced row, from the textbook reference.
+  std::vector<double> out(batch.numQHeads() * qLen * d), lse(batch.numQHeads() * qLen);
+  harness::Errors unused;
+  auto key = [&](int64_t t, int64_t x) {
+    return spec->isPaged() ? batch.kCache[((s.table[t / spec->page_size] * spec->page_size +
+                                            t % spec->page_size)) * d + x]
+                           : s.k[t * d + x];
+  };
+  auto value = [&](int64_t t, int64_t x) {
+    return spec->isPaged() ? batch.vCache[((s.table[t / spec->page_size] * spec->page_size +
+                                            t % spec->page_size)) * d + x]
+                           : s.v[t * d + x];
+  };
+  std::vector<double> exact(d, 0.0);
+  {
+    ref::Problem p{1, 1, qLen, n, d, ref::MaskKind::None, spec->mask.window, scale, {}, {}, {}};
+    p.mask = spec->mask.kind == MaskKind::None     ? ref::MaskKind::None
+             : spec->mask.kind == MaskKind::Causal ? ref::MaskKind::Causal
+                                                   : ref::MaskKind::Window;
+    p.query = [&](int64_t, int64_t i, int64_t x) -> long double { return s.q[i * d + x]; };
+    p.key = [&](int64_t, int64_t t, int64_t x) -> long double { return key(t, x); };
+    p.value = [&](int64_t, int64_t t, int64_t x) -> long double { return value(t, x); };
+    std::vector<long double> refOut, refLse;
+    ref::attention(p, refOut, refLse);
+    for (int64_t x = 0; x < d; ++x)
+      exact[x] = double(refOut[row * d + x]);
+  }
+
+  llvm::outs() << "spec " << spec->str() << "\nseed " << seed << "; query row " << row
+               << " of " << qLen << ", " << n << " keys, tiles of " << bc << " keys\n\n";
+  llvm::outs() << llvm::format("%5s %-11s %-8s %12s %12s %12s %9s %12s\n", "tile", "keys",
+                               "class", "m", "alpha", "l", "rescales", "max err");
+  // The row's tile ranges, as attn-mask-tiles computes them for a tile of one query.
+  TileRange r = classifyTiles(spec->mask, row, 1, bc, qLen, n);
+  const double inf = std::numeric_limits<double>::infinity();
+  double m = -inf, l = 0;
+  std::vector<double> acc(d, 0.0);
+  int rescales = 0;
+  const int64_t numTiles = (n + bc - 1) / bc;
+  for (int64_t j = 0; j < numTiles; ++j) {
+    const int64_t k0 = j * bc, k1 = std::min(n, k0 + bc);
+    const bool full = j >= r.fullLo && j < r.fullHi;
+    const bool partial = (j >= r.lo && j < r.fullLo) || (j >= r.fullHi && j < r.hi);
+    std::string keys = std::to_string(k0) + ".." + std::to_string(k1 - 1);
+    if (!full && !partial) {
+      llvm::outs() << llvm::format("%5lld %-11s %-8s %12s\n", (long long)j, keys.c_str(),
+                                   "skipped", "(fully masked: never loaded)");
+      continue;
+    }
+    // One step of the recurrence, as the kernel does it.
+    std::vector<double> sc(k1 - k0);
+    double tileMax = -inf;
+    for (int64_t t = k0; t < k1; ++t) {
+      double dot = 0;
+      for (int64_t x = 0; x < d; ++x)
+        dot += s.q[row * d + x] * key(t, x);
+      sc[t - k0] = isVisible(spec->mask, row, t, qLen, n) ? dot * scale : -inf;
+      tileMax = std::max(tileMax, sc[t - k0]);
+    }
+    const double mNew = std::max(m, tileMax);
+    // attn-safe-init: while m_new is -inf nothing has been seen: alpha = 1.
+    const double alpha = mNew == -inf ? 1.0 : std::exp(m - mNew);
+    if (m != -inf && mNew > m)
+      ++rescales;
+    l *= alpha;
+    for (double &a : acc)
+      a *= alpha;
+    for (int64_t t = k0; t < k1; ++t) {
+      const double p = mNew == -inf ? 0.0 : std::exp(sc[t - k0] - mNew);
+      l += p;
+      for (int64_t x = 0; x < d; ++x)
+        acc[x] += p * value(t, x);
+    }
+    m = mNew;
+    double err = 0;
+    for (int64_t x = 0; x < d; ++x)
+      err = std::max(err, std::fabs((l > 0 ? acc[x] / l : 0.0) - exact[x]));
+    llvm::outs() << llvm::format("%5lld %-11s %-8s %12.6g %12.6g %12.6g %9d %12.3g\n", (long long)j,
+                                 keys.c_str(), full ? "full" : "partial", m, alpha, l, rescales, err);
+  }
+
+  // The generated kernel on the same input must give the table's last row.
+  auto kernel = CpuKernel::compile(*spec);
+  if (!kernel) {
+    llvm::errs() << "attnc trace: " << llvm::toString(kernel.takeError()) << "\n";
+    return 1;
+  }
+  if (llvm::Error err = (*kernel)->run(harness::argsFor(batch, 0, scale, 2, out.data(), lse.data()))) {
+    llvm::errs() << "attnc trace: " << llvm::toString(std::move(err)) << "\n";
+    return 1;
+  }
+  double diff = 0;
+  for (int64_t x = 0; x < d; ++x)
+    diff = std::max(diff, std::fabs(out[row * d + x] - (l > 0 ? acc[x] / l : 0.0)));
+  llvm::outs() << "\nthe generated kernel's output for this row differs from acc / l above by "
+               << llvm::format("%.3g", diff) << "\n";
+  if (!(diff < 1e-9)) {
+    llvm::outs() << "FAILED: the kernel and the trace disagree\n";
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace attn::cli
