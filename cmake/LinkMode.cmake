@@ -24,7 +24,7 @@ endforeach()
 if(ATTNC_FULL_STATIC)
   llvm_map_components_to_libnames(_attnc_llvm_libs Support Demangle Core
     BinaryFormat BitReader BitWriter AsmParser IRReader Linker TargetParser
-    FrontendOpenMP FrontendOffloading FrontendHLSL Passes)
+    FrontendOpenMP FrontendOffloading FrontendHLSL Passes OrcJIT ExecutionEngine JITLink PerfJITEvents native)
   set_property(TARGET MLIRSupport APPEND PROPERTY INTERFACE_LINK_LIBRARIES ${_attnc_llvm_libs})
   add_link_options(-Wl,--as-needed)
 endif()

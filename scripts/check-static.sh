@@ -13,4 +13,5 @@ for tool in attnc attn-opt; do
 done
 "$bin/attnc" emit --spec mode=decode,page_size=16,gqa=4 | grep -q 'attn.merge'
 "$bin/attn-opt" "$root/tests/lit/pipeline.mlir" --attn-pipeline | grep -q 'attn.block_table_lookup'
+"$bin/attnc" run --spec dtype=f64,mask=causal,page_size=7,gqa=3 --q-len 50 | grep -q '^OK$'
 echo "check-static: $bin/attnc and attn-opt are portable (no shared MLIR/LLVM) and work"
