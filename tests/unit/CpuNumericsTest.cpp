@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -155,4 +156,29 @@ TEST_CASE("a long f64 prefill (1000 x 1000) matches the reference", "[cpu][numer
   INFO("max abs " << e.maxAbs);
   CHECK(e.nan == 0);
   CHECK(e.maxAbs < 1e-8);
+}
+
+TEST_CASE("a 4096 x 4096 head of 128 in f32 runs in seconds", "[cpu][numerics][speed]") {
+  std::mt19937_64 rng(seed());
+  const std::string text = "target=cpu,dtype=f32,head_dim=128";
+  const CpuKernel &kernel = kernelFor(text);
+  auto batch = harness::randomBatch<float>(kernel.spec(), {{4096, 4096}}, 1, rng);
+  std::vector<float> out(4096 * 128, std::numeric_limits<float>::quiet_NaN()), lse(4096);
+  const double scale = 1.0 / std::sqrt(128.0);
+  auto t0 = std::chrono::steady_clock::now();
+  if (llvm::Error err = kernel.run(harness::argsFor(batch, 0, scale, 1, out.data(), lse.data())))
+    FAIL(llvm::toString(std::move(err)));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("CPU 4096 x 4096, head_dim 128, f32: %.2f s\n", seconds);
+  CHECK(seconds < 30.0);
+  // The reference on 64 rows spread over the sequence.
+  std::vector<char> rows(4096, 0);
+  for (int i = 0; i < 64; ++i)
+    rows[i * 64 + 63 - i % 64] = 1;
+  harness::Errors e;
+  harness::compare(batch, 0, scale, out, lse, e, &rows);
+  INFO("relative " << e.relative());
+  CHECK(e.checked == 64);
+  CHECK(e.nan == 0);
+  CHECK(e.relative() < 1e-5);
 }
