@@ -62,10 +62,10 @@ LogicalResult StandardAttentionOp::verify() {
     return failure();
   if (getOut().getType() != getQ().getType())
     return emitOpError("out must have the type of q");
-  int64_t hq = dim(getQ(), 0), hkv = dim(getK(), 0);
-  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
-      hq != hkv * getGqa())
-    return emitOpError() << "gqa = " << getGqa() << " needs " << hkv * getGqa()
+  const int64_t hq = dim(getQ(), 0), hkv = dim(getK(), 0);
+  const int64_t gqa = static_cast<int64_t>(getGqa());
+  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) && hq != hkv * gqa)
+    return emitOpError() << "gqa = " << gqa << " needs " << hkv * gqa
                          << " query heads for " << hkv << " KV heads, q has " << hq;
   if (failed(sameDim(*this, getLse(), 0, "heads", "lse", getQ(), 0, "q")) ||
       failed(sameDim(*this, getLse(), 1, "q_len", "lse", getQ(), 1, "q")))
@@ -86,10 +86,11 @@ LogicalResult LoadQTileOp::verify() {
   if (failed(positive(*this, "tile_q", getTileQ())) ||
       failed(positive(*this, "group", getGroup())))
     return failure();
-  int64_t rows = dim(getResult(), 0);
-  if (!ShapedType::isDynamic(rows) && rows != getTileQ() * getGroup())
+  const int64_t rows = dim(getResult(), 0);
+  const int64_t expected = static_cast<int64_t>(getTileQ() * getGroup());
+  if (!ShapedType::isDynamic(rows) && rows != expected)
     return emitOpError() << "result has " << rows << " rows, expected tile_q * group = "
-                         << getTileQ() * getGroup();
+                         << expected;
   if (failed(sameDim(*this, getResult(), 1, "head_dim", "result", getSource(), 2, "source")))
     return failure();
   return sameElementType(*this, getResult(), "result", getSource(), "source");

@@ -114,6 +114,17 @@ Value isNegInf(OpBuilder &b, Location loc, Value v) {
   return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, v, inf);
 }
 
+/// exp(x - m). When `safe`, `ifEmpty` wherever `guard` is -inf: the -inf
+/// guards of attn-safe-init, which keep exp(-inf - -inf) = NaN out.
+Value guardedExp(OpBuilder &b, Location l, Value x, Value m, Value guard, bool safe,
+                 double ifEmpty) {
+  Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x, m));
+  if (!safe)
+    return e;
+  Value fallback = arith::ConstantOp::create(b, l, e.getType(), b.getFloatAttr(e.getType(), ifEmpty));
+  return arith::SelectOp::create(b, l, isNegInf(b, l, guard), fallback, e);
+}
+
 //===----------------------------------------------------------------------===//
 // The state and the arithmetic of the recurrence
 //===----------------------------------------------------------------------===//
@@ -203,12 +214,8 @@ void lower(RescaleFactorOp op, Emitter &e) {
   Value alpha = e.elementwise(
       {op.getMOld(), op.getMNew()}, e.empty(op.getType(), e.dynSizesOf(op.getMOld())),
       [&](OpBuilder &b, Location l, ValueRange a) {
-        Value x = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, a[0], a[1]));
-        if (!safe)
-          return x;
-        // attn-safe-init: no key seen yet (m_new = -inf): nothing to rescale.
-        Value one = arith::ConstantOp::create(b, l, x.getType(), b.getFloatAttr(x.getType(), 1.0));
-        return Value(arith::SelectOp::create(b, l, isNegInf(b, l, a[1]), one, x));
+        // attn-safe-init: no key seen yet (m_new = -inf): nothing to rescale, alpha = 1.
+        return guardedExp(b, l, a[0], a[1], /*guard=*/a[1], safe, 1.0);
       });
   op.getAlpha().replaceAllUsesWith(alpha);
 }
@@ -219,12 +226,8 @@ void lower(ExpOp op, Emitter &e) {
       {op.getScores(), op.getMNew()}, e.empty(op.getType(), e.dynSizesOf(op.getScores())),
       {e.map(2, {0, 1}), e.map(2, {0}), e.map(2, {0, 1})}, {kPar, kPar},
       [&](OpBuilder &b, Location l, ValueRange a) {
-        Value x = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, a[0], a[1]));
-        if (!safe)
-          return x;
         // attn-safe-init: a row with m_new = -inf has no visible key: p = 0.
-        Value zero = arith::ConstantOp::create(b, l, x.getType(), b.getFloatAttr(x.getType(), 0.0));
-        return Value(arith::SelectOp::create(b, l, isNegInf(b, l, a[1]), zero, x));
+        return guardedExp(b, l, a[0], a[1], /*guard=*/a[1], safe, 0.0);
       });
   op.getP().replaceAllUsesWith(p);
 }
@@ -301,12 +304,7 @@ void lower(MergeOp op, Emitter &e) {
   auto weight = [&](Value side) {
     return e.elementwise({side, m}, e.empty(rowType, e.dynSizesOf(m)),
                          [&](OpBuilder &b, Location l, ValueRange a) {
-                           Value x = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, a[0], a[1]));
-                           if (!safe)
-                             return x;
-                           Value zero = arith::ConstantOp::create(b, l, x.getType(),
-                                                                  b.getFloatAttr(x.getType(), 0.0));
-                           return Value(arith::SelectOp::create(b, l, isNegInf(b, l, a[0]), zero, x));
+                           return guardedExp(b, l, a[0], a[1], /*guard=*/a[0], safe, 0.0);
                          });
   };
   Value wa = weight(op.getMA()), wb = weight(op.getMB());
