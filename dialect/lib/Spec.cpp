@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "attn/Spec.h"
+#include "attn/mask.cuh"
 
 #include <algorithm>
 #include <cctype>
@@ -431,61 +432,30 @@ SpecResult parseSpec(const std::string &text) {
 // Masks and tile classification
 //===----------------------------------------------------------------------===//
 
-bool isVisible(const Mask &mask, int64_t row, int64_t col, int64_t qLen,
-               int64_t kvLen) {
-  if (col < 0 || col >= kvLen)
-    return false;
-  int64_t pos = row + (kvLen - qLen); // bottom-right aligned
+/// The mask's code in the templates shared with the GPU kernels.
+static int maskCode(const Mask &mask) {
   switch (mask.kind) {
   case MaskKind::None:
-    return true;
+    return kernel::kMaskNone;
   case MaskKind::Causal:
-    return col <= pos;
+    return kernel::kMaskCausal;
   case MaskKind::SlidingWindow:
-    return col <= pos && col > pos - mask.window;
+    return kernel::kMaskWindow;
   }
-  return false;
+  return kernel::kMaskNone;
 }
 
-static int64_t floorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
+// The rules live in templates/attn/mask.cuh, so that the host (this library,
+// the runtime's checks, the tests) and the CUDA kernels share one copy.
+bool isVisible(const Mask &mask, int64_t row, int64_t col, int64_t qLen, int64_t kvLen) {
+  return kernel::is_visible(maskCode(mask), mask.window, row, col, qLen, kvLen);
 }
 
-TileRange classifyTiles(const Mask &mask, int64_t qStart, int64_t tileQ,
-                        int64_t tileKV, int64_t qLen, int64_t kvLen) {
-  int64_t lastRow = std::min(qStart + tileQ, qLen) - 1;
-  if (kvLen <= 0 || lastRow < qStart)
-    return {};
-  const int64_t off = kvLen - qLen;
-  // The keys a query at key position p sees form the interval
-  // [lowCol(p), highCol(p)]; both ends grow with p.
-  auto lowCol = [&](int64_t p) -> int64_t {
-    return mask.kind == MaskKind::SlidingWindow ? std::max<int64_t>(0, p - mask.window + 1) : 0;
-  };
-  auto highCol = [&](int64_t p) -> int64_t {
-    return mask.kind == MaskKind::None ? kvLen - 1 : std::min(p, kvLen - 1);
-  };
-  const int64_t pFirst = qStart + off, pLast = lastRow + off;
-  // Union over the tile's rows: rows with p < 0 see nothing under a causal
-  // or windowed mask, so the union starts at the first row that sees a key.
-  int64_t unionLo = lowCol(mask.kind == MaskKind::None ? pFirst : std::max<int64_t>(pFirst, 0));
-  int64_t unionHi = highCol(pLast);
-  if (unionHi < unionLo)
-    return {};
-  TileRange r;
-  r.lo = unionLo / tileKV;
-  r.hi = unionHi / tileKV + 1;
-  // Intersection over the rows: keys every row sees.
-  int64_t interLo = lowCol(pLast), interHi = highCol(pFirst);
-  int64_t fullLo = (interLo + tileKV - 1) / tileKV;
-  int64_t fullHi = floorDiv(interHi + 1, tileKV);
-  if (interHi < interLo || fullHi <= fullLo) {
-    r.fullLo = r.fullHi = r.lo;
-  } else {
-    r.fullLo = fullLo;
-    r.fullHi = fullHi;
-  }
-  return r;
+TileRange classifyTiles(const Mask &mask, int64_t qStart, int64_t tileQ, int64_t tileKV,
+                        int64_t qLen, int64_t kvLen) {
+  kernel::TileRange r =
+      kernel::classify_tiles(maskCode(mask), mask.window, qStart, tileQ, tileKV, qLen, kvLen);
+  return {r.lo, r.full_lo, r.full_hi, r.hi};
 }
 
 } // namespace attn

@@ -34,7 +34,7 @@ fuzzer="$build/spec_fuzzer"
 echo "building $fuzzer"
 "$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined \
-  -I"$repo/dialect/include" \
+  -I"$repo/dialect/include" -I"$repo/templates" \
   "$repo/dialect/lib/Spec.cpp" "$here/spec_fuzzer.cpp" -o "$fuzzer"
 
 # Work on a copy of the seeds so new inputs never land in the repository;

@@ -1,0 +1,20 @@
+# Writes a C++ source that embeds the CUDA template headers as byte arrays,
+# so that NVRTC gets them as named headers and a deployed binary needs no
+# template files on disk. Run with -DROOT=<templates dir> -DOUT=<file.cpp>.
+file(GLOB_RECURSE headers RELATIVE "${ROOT}" "${ROOT}/attn/*.cuh")
+list(SORT headers)
+set(body "// Generated from templates/ by cmake/EmbedTemplates.cmake: do not edit.\n")
+string(APPEND body "#include \"attnc/Templates.h\"\n\nnamespace attn {\nnamespace {\n")
+set(index 0)
+set(table "")
+foreach(h IN LISTS headers)
+  file(READ "${ROOT}/${h}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "const char kHeader${index}[] = {${hex}0x00};\n")
+  string(APPEND table "    {\"${h}\", kHeader${index}},\n")
+  math(EXPR index "${index} + 1")
+endforeach()
+string(APPEND body "} // namespace\n\nconst std::vector<TemplateHeader> &templateHeaders() {\n")
+string(APPEND body "  static const std::vector<TemplateHeader> headers = {\n${table}  };\n  return headers;\n}\n\n} // namespace attn\n")
+file(WRITE "${OUT}.tmp" "${body}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

@@ -1,0 +1,113 @@
+//===- state.cuh - The online-softmax state: init, update, merge, normalise -*- CUDA -*-===//
+//
+// The state of FlashAttention's recurrence for the query rows one thread
+// holds in an m16n8k16 accumulator: thread `lane` of a warp owns rows
+// lane / 4 and lane / 4 + 8 of the warp's 16 rows, and in each 8-column
+// block the columns 2 * (lane % 4) and 2 * (lane % 4) + 1. Names follow the
+// IR: m (running max), l (running sum of exp), acc (unnormalised output),
+// alpha = exp(m_old - m_new). Scores arrive in the exp2 domain (already
+// multiplied by scale * log2 e), so m is in that domain too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_TEMPLATES_STATE_CUH
+#define ATTN_TEMPLATES_STATE_CUH
+
+#include "attn/math.cuh"
+
+namespace attn {
+namespace kernel {
+
+template <int kTileKV, int kHeadDim>
+struct RowState {
+  static constexpr int kScoreBlocks = kTileKV / 8; ///< 8-column blocks of a score tile
+  static constexpr int kAccBlocks = kHeadDim / 8;  ///< 8-column blocks of acc
+  float m[2];                                       ///< exp2 domain
+  float l[2];                                       ///< this thread's part of the row sums
+  float acc[kAccBlocks][4];
+
+  /// attn-online-softmax: m = -inf, l = 0, acc = 0 before the first tile.
+  ATTN_DEVICE void init() {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m[r] = ATTN_NEG_INF;
+      l[r] = 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < kAccBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[b][i] = 0.f;
+  }
+
+  /// Folds one tile of scores into the state and turns the scores into the
+  /// probabilities p that multiply V: m_new = max(m, rowmax(s)),
+  /// alpha = exp2(m - m_new), p = exp2(s - m_new), l = alpha l + sum(p),
+  /// acc = alpha acc (the caller then adds p V).
+  ATTN_DEVICE void update(float (&s)[kScoreBlocks][4]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = ATTN_NEG_INF;
+#pragma unroll
+      for (int b = 0; b < kScoreBlocks; ++b)
+        tile_max = fmaxf(tile_max, fmaxf(s[b][2 * r], s[b][2 * r + 1]));
+      const float m_new = fmaxf(m[r], quad_max(tile_max));
+      // attn-safe-init: while a row has seen no visible key m_new is -inf;
+      // use 0 as the reference so that exp2(-inf - 0) = 0, never
+      // exp2(-inf - -inf) = NaN.
+      const float ref = m_new == ATTN_NEG_INF ? 0.f : m_new;
+      // attn-safe-init: while m is still -inf nothing has been accumulated, and
+      // alpha = exp2(-inf - ref) = 0 rescales nothing: never NaN.
+      const float alpha = fast_exp2(m[r] - ref);
+      float sum = 0.f;
+#pragma unroll
+      for (int b = 0; b < kScoreBlocks; ++b) {
+        s[b][2 * r] = fast_exp2(s[b][2 * r] - ref);
+        s[b][2 * r + 1] = fast_exp2(s[b][2 * r + 1] - ref);
+        sum += s[b][2 * r] + s[b][2 * r + 1];
+      }
+      l[r] = alpha * l[r] + sum;
+#pragma unroll
+      for (int b = 0; b < kAccBlocks; ++b) {
+        acc[b][2 * r] *= alpha;
+        acc[b][2 * r + 1] *= alpha;
+      }
+      m[r] = m_new;
+    }
+  }
+
+  /// Completes the row sums across the quad and gives, per row, the factor
+  /// that normalises acc (1 / l) and the natural-log lse.
+  ATTN_DEVICE void finish(float (&inv_l)[2], float (&lse)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(l[r]);
+      // attn-safe-init: a row that saw no key has l = 0: output 0, lse -inf.
+      inv_l[r] = sum > 0.f ? 1.f / sum : 0.f;
+      lse[r] = sum > 0.f ? (m[r] + fast_log2(sum)) * kLn2 : ATTN_NEG_INF;
+    }
+  }
+};
+
+/// attn-split-kv: merges partial results of disjoint key ranges, each given
+/// as (lse, normalised output o). The weights exp(lse_i - lse) follow the
+/// rescale rule; a part whose lse is -inf saw no key and weighs 0.
+/// Returns the merged lse; `o` receives the merged output for one element
+/// when called per element with the same lse values.
+ATTN_DEVICE float merged_lse(const float *lse, int parts) {
+  float top = ATTN_NEG_INF;
+  for (int i = 0; i < parts; ++i)
+    top = lse[i] > top ? lse[i] : top;
+  // attn-safe-init: every part empty: the merged row saw no key either.
+  if (top == ATTN_NEG_INF)
+    return top;
+  float sum = 0.f;
+  for (int i = 0; i < parts; ++i)
+    sum += expf(lse[i] - top); // a part with lse = -inf adds exp(-inf) = 0
+  return top + logf(sum);
+}
+
+} // namespace kernel
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_STATE_CUH

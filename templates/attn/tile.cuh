@@ -1,0 +1,51 @@
+//===- tile.cuh - Tile loads: cp.async into shared memory -------*- CUDA -*-===//
+//
+// Global-to-shared copies in 16-byte pieces that bypass the registers
+// (sm_80 cp.async). A piece past the end of a sequence is not read from
+// global memory at all: its shared-memory bytes are zero-filled, so padding
+// and unused page slots (NaN or anything else) never reach the math.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_TEMPLATES_TILE_CUH
+#define ATTN_TEMPLATES_TILE_CUH
+
+#include "attn/mma.cuh"
+
+namespace attn {
+namespace kernel {
+
+/// Copies 16 bytes, or zero-fills them when `valid` is false.
+ATTN_DEVICE void cp_async_16(void *smem, const void *gmem, bool valid) {
+  const unsigned bytes = valid ? 16u : 0u;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)),
+               "l"(gmem), "r"(bytes));
+}
+
+ATTN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+
+/// Waits until at most `kPending` committed groups are still in flight.
+template <int kPending>
+ATTN_DEVICE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
+}
+
+/// A row-major tile of kRows x kCols 16-bit elements in shared memory with
+/// an XOR swizzle of its 16-byte chunks, so that ldmatrix reads of 8
+/// consecutive rows hit 8 different bank groups.
+template <int kRows, int kCols>
+struct SmemTile {
+  static constexpr int kChunks = kCols / 8; ///< 16-byte chunks per row
+  static_assert(kCols % 64 == 0 || kCols == 32 || kCols == 16 || kCols == 48,
+                "head_dim must be a multiple of 16");
+  /// Element offset of chunk `chunk` of row `row`.
+  ATTN_DEVICE static int offset(int row, int chunk) {
+    const int swizzled = kChunks >= 8 ? (chunk ^ (row % 8)) : chunk;
+    return row * kCols + swizzled * 8;
+  }
+};
+
+} // namespace kernel
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_TILE_CUH
