@@ -12,7 +12,7 @@ flags=()
 if [ "${1:-}" = "--static" ]; then
   shift
   dir="$root/build-static"
-  flags+=(-DATTNC_FULL_STATIC=ON -DBUILD_TESTING=OFF)
+  flags+=(-DATTNC_FULL_STATIC=ON)
 fi
 dir="${ATTNC_BUILD_DIR:-$dir}"
 

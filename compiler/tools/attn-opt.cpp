@@ -1,6 +1,7 @@
 //===- attn-opt.cpp - mlir-opt with the attn dialect and passes -----------===//
 
 #include "attn/AttnDialect.h"
+#include "attnc/CpuPasses.h"
 #include "attnc/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
   registry.insert<attn::AttnDialect, mlir::arith::ArithDialect, mlir::func::FuncDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
   attn::registerAttnPipeline();
+  attn::registerAttnCpuPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   return mlir::asMainReturnCode(

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "attn/AttnDialect.h"
+#include "attnc/EmitCuda.h"
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
 #include "Commands.h"
@@ -106,7 +107,8 @@ static cl::opt<std::string>
           cl::desc("Where to stop: `textbook` (before any pass), a pass name "
                    "(attn-online-softmax, attn-safe-init, attn-mask-tiles, "
                    "attn-share-kv-heads, attn-page-kv, attn-split-kv: the IR after it), "
-                   "or `final` (the tile-level IR the backends consume)"),
+                   "`final` (the tile-level IR the backends consume) or `cuda` (the kernel "
+                   "source for a GPU target)"),
           cl::value_desc("stage"), cl::init("final"), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<bool> printAfterAll("print-ir-after-all",
@@ -175,10 +177,11 @@ static int runEmit() {
   if (!spec)
     return 1;
   const auto &passes = attn::pipelinePassNames();
-  const bool knownStage = stage == "textbook" || stage == "final" ||
+  const bool knownStage = stage == "textbook" || stage == "final" || stage == "cuda" ||
                           llvm::is_contained(passes, stage.getValue());
   if (!knownStage) {
-    llvm::errs() << "attnc: unknown --stage '" << stage << "': expected textbook, final or one of";
+    llvm::errs() << "attnc: unknown --stage '" << stage
+                 << "': expected textbook, final, cuda or one of";
     for (const auto &p : passes)
       llvm::errs() << " " << p;
     llvm::errs() << "\n";
@@ -205,7 +208,7 @@ static int runEmit() {
   }
   if (stage != "textbook") {
     PassManager pm(&ctx);
-    attn::buildAttnPipeline(pm, stage == "final" ? "" : stage.getValue());
+    attn::buildAttnPipeline(pm, stage == "final" || stage == "cuda" ? "" : stage.getValue());
     if (printAfterAll)
       pm.enableIRPrinting([](Pass *, Operation *) { return false; },
                           [](Pass *, Operation *) { return true; },
@@ -215,6 +218,17 @@ static int runEmit() {
       llvm::errs() << "attnc: the pipeline failed on " << spec->str() << "\n";
       return 1;
     }
+  }
+  if (stage == "cuda") {
+    std::string source, error;
+    attn::CudaLaunchShape shape;
+    if (!attn::emitCuda(*module, *spec, source, shape, error)) {
+      llvm::errs() << "attnc: cannot emit CUDA for " << spec->str() << ": " << error << "\n";
+      return 1;
+    }
+    output->os() << source;
+    output->keep();
+    return 0;
   }
   if (!printAfterAll || outputFile != "-") {
     module->print(output->os(), flags);

@@ -18,10 +18,13 @@ namespace kernel {
 enum MaskCode { kMaskNone = 0, kMaskCausal = 1, kMaskWindow = 2 };
 
 /// Whether query `row` may see key `col` (keys at or past kv_len never).
-ATTN_HD bool is_visible(int mask, i64 window, i64 row, i64 col, i64 q_len, i64 kv_len) {
+/// I is the integer type: 64-bit on the host, 32-bit inside a kernel's
+/// inner loop, where positions within one sequence fit and registers count.
+template <typename I>
+ATTN_HD bool is_visible(int mask, I window, I row, I col, I q_len, I kv_len) {
   if (col < 0 || col >= kv_len)
     return false;
-  const i64 pos = row + (kv_len - q_len);
+  const I pos = row + (kv_len - q_len);
   if (mask == kMaskNone)
     return true;
   if (mask == kMaskCausal)

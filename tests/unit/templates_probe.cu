@@ -25,5 +25,5 @@ extern "C" __global__ void probe(const __nv_bfloat16* k, const int* bt, float* o
   unsigned a[4], bb[2]; ldmatrix_x4(a, sm + threadIdx.x * 8); ldmatrix_x2(bb, sm);
   float d[4] = {0,0,0,0}; Mma<__nv_bfloat16>::run(d, a, bb);
   TileRange tr = classify_tiles(kMaskCausal, 0, 0, 64, 64, 100, 100);
-  out[threadIdx.x] = st.acc[0][0] + inv[0] + lse[1] + d[0] + tr.hi + (is_visible(kMaskWindow, 4, 1, 2, 3, 4) ? 1 : 0);
+  out[threadIdx.x] = st.acc[0][0] + inv[0] + lse[1] + d[0] + tr.hi + (is_visible<long long>(kMaskWindow, 4, 1, 2, 3, 4) ? 1 : 0);
 }

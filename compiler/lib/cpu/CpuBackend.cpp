@@ -1,7 +1,7 @@
 //===- CpuBackend.cpp - Lower a spec's kernel to LLVM and run it ----------===//
 
 #include "attnc/CpuBackend.h"
-#include "attnc/Passes.h"
+#include "attnc/CpuPasses.h"
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
 

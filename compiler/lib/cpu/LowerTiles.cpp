@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "attnc/Passes.h"
+#include "attnc/CpuPasses.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -20,7 +20,7 @@
 
 namespace attn {
 #define GEN_PASS_DEF_LOWERTILES
-#include "attnc/Passes.h.inc"
+#include "attnc/CpuPasses.h.inc"
 } // namespace attn
 
 using namespace mlir;

@@ -1,0 +1,31 @@
+//===- EmitCuda.h - Tile-level IR to readable CUDA --------------*- C++ -*-===//
+
+#ifndef ATTNC_EMITCUDA_H
+#define ATTNC_EMITCUDA_H
+
+#include "attn/Spec.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace attn {
+
+/// The launch shape of an emitted kernel: grid = (ceil(max q_len / tile_q),
+/// num_q_heads, batch), `threads` per block, `sharedBytes` of dynamic
+/// shared memory.
+struct CudaLaunchShape {
+  int threads = 0;
+  int sharedBytes = 0;
+  int tileQ = 0;
+};
+
+/// Prints the kernel of `module` (the final tile-level IR of `spec`, after
+/// the whole attn pipeline) as one CUDA source that includes the attnc
+/// templates. On failure returns false and says why in `error`.
+bool emitCuda(mlir::ModuleOp module, const Spec &spec, std::string &source,
+              CudaLaunchShape &shape, std::string &error);
+
+} // namespace attn
+
+#endif // ATTNC_EMITCUDA_H

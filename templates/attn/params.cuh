@@ -1,0 +1,36 @@
+//===- params.cuh - A kernel's run-time arguments ---------------*- CUDA -*-===//
+//
+// Everything the spec leaves to run time, in one struct passed by value to
+// every kernel; the host runtime fills the same struct (this header is plain
+// C++ too). Pointers travel as 64-bit integers so the layout is the same on
+// both sides. Layouts (elements, row-major):
+//   q, o     [total_q, num_q_heads, head_dim]; sequence b is rows
+//            cu_seqlens_q[b] .. cu_seqlens_q[b + 1]
+//   k, v     contiguous: [total_kv, num_kv_heads, head_dim], rows cu_seqlens_k[b]..
+//            paged: [num_pages, page_size, num_kv_heads, head_dim], sequence b's
+//            pages in block_table[b * block_table_stride ...], its length seq_lens_k[b]
+//   lse      [total_q, num_q_heads] fp32, natural log
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_TEMPLATES_PARAMS_CUH
+#define ATTN_TEMPLATES_PARAMS_CUH
+
+namespace attn {
+namespace kernel {
+
+struct Params {
+  unsigned long long q, k, v, o, lse;            ///< device pointers
+  unsigned long long cu_seqlens_q;               ///< int32 [batch + 1]
+  unsigned long long cu_seqlens_k;               ///< int32 [batch + 1] (contiguous KV)
+  unsigned long long seq_lens_k;                 ///< int32 [batch] (paged KV)
+  unsigned long long block_table;                ///< int32 [batch, block_table_stride]
+  long long block_table_stride, num_pages;
+  int batch, num_q_heads, num_kv_heads;
+  float scale_log2;                              ///< softmax scale * log2(e)
+};
+
+} // namespace kernel
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_PARAMS_CUH
