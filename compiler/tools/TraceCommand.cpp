@@ -68,10 +68,7 @@ int trace(const TraceOptions &o) {
   };
   std::vector<double> exact(d, 0.0);
   {
-    ref::Problem p{1, 1, qLen, n, d, ref::MaskKind::None, spec->mask.window, scale, {}, {}, {}};
-    p.mask = spec->mask.kind == MaskKind::None     ? ref::MaskKind::None
-             : spec->mask.kind == MaskKind::Causal ? ref::MaskKind::Causal
-                                                   : ref::MaskKind::Window;
+    ref::Problem p{1, 1, qLen, n, d, harness::refMask(spec->mask), spec->mask.window, scale, {}, {}, {}};
     p.query = [&](int64_t, int64_t i, int64_t x) -> long double { return s.q[i * d + x]; };
     p.key = [&](int64_t, int64_t t, int64_t x) -> long double { return key(t, x); };
     p.value = [&](int64_t, int64_t t, int64_t x) -> long double { return value(t, x); };

@@ -17,7 +17,7 @@
 #include "attnc/Nvrtc.h"
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
-#include "reference/Reference.h"
+#include "reference/Harness.h"
 
 #include "attn/AttnDialect.h"
 #include "mlir/IR/MLIRContext.h"
@@ -258,9 +258,7 @@ Outcome check(const Device &d, const std::string &text, std::mt19937_64 &rng, bo
     pr.qLen = lengths[b].first;
     pr.kvLen = lengths[b].second;
     pr.headDim = dh;
-    pr.mask = spec.mask.kind == MaskKind::None     ? ref::MaskKind::None
-              : spec.mask.kind == MaskKind::Causal ? ref::MaskKind::Causal
-                                                   : ref::MaskKind::Window;
+    pr.mask = harness::refMask(spec.mask);
     pr.window = spec.mask.window;
     pr.scale = scale;
     pr.query = [&](int64_t h, int64_t i, int64_t x) -> long double {

@@ -52,6 +52,13 @@ struct Errors {
   }
 };
 
+/// The reference's name for a spec's mask.
+inline ref::MaskKind refMask(const Mask &m) {
+  return m.kind == MaskKind::None     ? ref::MaskKind::None
+         : m.kind == MaskKind::Causal ? ref::MaskKind::Causal
+                                      : ref::MaskKind::Window;
+}
+
 /// Random inputs (standard normal) for sequences of the given lengths.
 template <typename T>
 Batch<T> randomBatch(const Spec &spec, const std::vector<std::pair<int64_t, int64_t>> &lengths,
@@ -144,9 +151,7 @@ void compare(const Batch<T> &batch, size_t i, double scale, const std::vector<T>
   p.qLen = s.qLen;
   p.kvLen = s.kvLen;
   p.headDim = d;
-  p.mask = spec.mask.kind == MaskKind::None     ? ref::MaskKind::None
-           : spec.mask.kind == MaskKind::Causal ? ref::MaskKind::Causal
-                                                : ref::MaskKind::Window;
+  p.mask = refMask(spec.mask);
   p.window = spec.mask.window;
   p.scale = scale;
   p.query = [&](int64_t h, int64_t t, int64_t x) -> long double {
