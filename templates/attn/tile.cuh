@@ -30,17 +30,17 @@ ATTN_DEVICE void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
 }
 
-/// A row-major tile of kRows x kCols 16-bit elements in shared memory with
-/// an XOR swizzle of its 16-byte chunks, so that ldmatrix reads of 8
-/// consecutive rows hit 8 different bank groups.
+/// A row-major tile of kRows x kCols 16-bit elements in shared memory. When
+/// a row holds a multiple of 8 16-byte chunks, the chunks are XOR-swizzled
+/// within each group of 8, so that ldmatrix reads of 8 consecutive rows hit
+/// 8 different bank groups; other widths are stored plainly.
 template <int kRows, int kCols>
 struct SmemTile {
+  static_assert(kCols % 16 == 0, "head_dim must be a multiple of 16");
   static constexpr int kChunks = kCols / 8; ///< 16-byte chunks per row
-  static_assert(kCols % 64 == 0 || kCols == 32 || kCols == 16 || kCols == 48,
-                "head_dim must be a multiple of 16");
   /// Element offset of chunk `chunk` of row `row`.
   ATTN_DEVICE static int offset(int row, int chunk) {
-    const int swizzled = kChunks >= 8 ? (chunk ^ (row % 8)) : chunk;
+    const int swizzled = kChunks % 8 == 0 ? (chunk ^ (row % 8)) : chunk;
     return row * kCols + swizzled * 8;
   }
 };

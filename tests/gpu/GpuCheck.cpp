@@ -349,6 +349,9 @@ int main(int argc, char **argv) {
                           std::to_string(hd) + ",gqa=" + std::to_string(gqa) +
                           ",page_size=" + std::to_string(page) + ",return_lse=true");
         }
+    // Head dims that are multiples of 16 but not of 64 (no shared-memory swizzle).
+    specs.push_back("dtype=bf16,mask=causal,head_dim=96,gqa=2,page_size=16,return_lse=true");
+    specs.push_back("dtype=f16,mask=sliding_window(50),head_dim=80");
     specs.push_back("mode=decode,page_size=16,gqa=8,split_kv=1,return_lse=true");
     specs.push_back("mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16");
   }

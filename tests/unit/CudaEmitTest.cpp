@@ -98,5 +98,15 @@ TEST_CASE("NVRTC compiles the prefill spec matrix for sm_80 and sm_90a with 0 sp
           slowest = std::max(slowest, bin.seconds);
           ++compiled;
         }
+  // Head dims that are multiples of 16 but not of 64.
+  for (int hd : {48, 80, 96, 112, 144, 208}) {
+    CudaLaunchShape shape;
+    std::string source = emit("mask=causal,page_size=16,gqa=2,head_dim=" + std::to_string(hd), shape);
+    CudaBinary bin = compileCuda(source, "kernel.cu", CudaCompileOptions{});
+    INFO("head_dim " << hd << "\n" << bin.error);
+    REQUIRE(bin);
+    CHECK(bin.spillStoreBytes == 0);
+    ++compiled;
+  }
   std::printf("NVRTC: %d prefill kernels compiled, 0 spills, slowest %.2f s\n", compiled, slowest);
 }
