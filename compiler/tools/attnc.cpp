@@ -11,6 +11,9 @@
 
 #include "attn/AttnDialect.h"
 #include "attnc/EmitCuda.h"
+#ifdef ATTNC_HAVE_NVRTC
+#include "attnc/KernelCache.h"
+#endif
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
 #include "Commands.h"
@@ -20,6 +23,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -36,6 +40,9 @@ static cl::SubCommand runCmd("run", "Run a spec's kernel on random or .npy input
                                     "against textbook attention");
 static cl::SubCommand traceCmd("trace", "Follow one query row through the online-softmax "
                                         "recurrence, tile by tile");
+static cl::SubCommand cacheCmd("cache", "List or empty the kernel cache: attnc cache list|clear");
+static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list | clear"), cl::init("list"),
+                                        cl::sub(cacheCmd), cl::cat(attncCategory));
 static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: textbook "
                                             "attention vs the generated kernel");
 
@@ -132,6 +139,7 @@ Commands:
   attnc run       run a spec's kernel (on the CPU) and check it against textbook attention
   attnc trace     follow one query row through the recurrence, tile by tile
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
+  attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else ~/.cache/attnc)
 Run `attnc <command> --help` for a command's flags.
 
 A spec is a comma-separated list of field=value pairs; unset fields take defaults:
@@ -238,6 +246,36 @@ static int runEmit() {
   return 0;
 }
 
+/// attnc cache list|clear: the disk cache of compiled kernels.
+static int runCache() {
+#ifndef ATTNC_HAVE_NVRTC
+  llvm::errs() << "attnc cache: this attnc was built without NVRTC (no CUDA toolkit found)\n";
+  return 1;
+#else
+  attn::KernelCache cache;
+  if (!cache.warning().empty())
+    llvm::errs() << cache.warning() << "\n";
+  if (cacheAction == "clear") {
+    int removed = cache.clear();
+    llvm::outs() << "removed " << removed << " kernels from " << cache.directory() << "\n";
+    return 0;
+  }
+  if (cacheAction != "list") {
+    llvm::errs() << "attnc cache: unknown action '" << cacheAction << "': expected list or clear\n";
+    return 1;
+  }
+  long long total = 0;
+  auto entries = cache.list();
+  for (const attn::CacheEntry &e : entries) {
+    llvm::outs() << llvm::format("%10lld  ", e.bytes) << e.file << "\n";
+    total += e.bytes;
+  }
+  llvm::outs() << entries.size() << " kernels, " << total << " bytes in " << cache.directory()
+               << "\n";
+  return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(attncCategory);
@@ -289,6 +327,9 @@ int main(int argc, char **argv) {
     o.measure = !explainNoMeasure;
     return attn::cli::explain(o);
   }
-  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain); see `attnc --help`\n";
+  if (cacheCmd)
+    return runCache();
+  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain, cache); see "
+                  "`attnc --help`\n";
   return 1;
 }

@@ -30,3 +30,6 @@ _python = next((p for p in ["/usr/bin/python3", shutil.which("python3") or ""] i
 if _python:
     config.substitutions.append(("%python", _python))
     config.available_features.add("numpy")
+
+if getattr(config, "attnc_have_nvrtc", "OFF") == "ON":
+    config.available_features.add("nvrtc")

@@ -1,0 +1,90 @@
+//===- KernelCache.h - Compiled kernels, in memory and on disk --*- C++ -*-===//
+//
+// A kernel is compiled once per key: the key hashes everything that changes
+// the binary (the emitted source, attnc's version, NVRTC's version, the
+// architecture, the compile options) and carries a readable prefix naming
+// the spec. Lookups go to memory, then to disk, then to NVRTC.
+//
+// On disk ($ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else
+// ~/.cache/attnc) each entry is one file, written to a temporary file and
+// renamed into place, with a checksum; an entry that does not check out is
+// rebuilt. Processes take a lock on the entry and look again before
+// compiling, so many processes asking for one kernel compile it once. A
+// directory that cannot be written leaves the cache in memory only, with one
+// warning. Thread-safe; threads asking for one key wait for one compile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_KERNELCACHE_H
+#define ATTNC_KERNELCACHE_H
+
+#include "attnc/Nvrtc.h"
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+/// Where a lookup found its kernel.
+enum class CacheSource { Memory, Disk, Compiled };
+const char *name(CacheSource s);
+
+struct CacheLookup {
+  std::shared_ptr<const CudaBinary> binary; ///< null on failure
+  CacheSource source = CacheSource::Compiled;
+  double seconds = 0; ///< the whole lookup
+  std::string error;
+  explicit operator bool() const { return binary != nullptr; }
+};
+
+struct CacheEntry {
+  std::string file;
+  long long bytes = 0;
+};
+
+class KernelCache {
+public:
+  /// `dir` empty: the default location.
+  explicit KernelCache(std::string dir = "");
+
+  /// The cubin of `source` for `options.arch`. `prefix` names the entry
+  /// (e.g. the spec's symbol).
+  CacheLookup get(const std::string &source, const std::string &prefix,
+                  const CudaCompileOptions &options);
+
+  /// The key of a source under these options: "<prefix>-<32 hex digits>".
+  static std::string key(const std::string &source, const std::string &prefix,
+                         const CudaCompileOptions &options);
+
+  std::vector<CacheEntry> list() const;
+  /// Removes every entry; returns how many.
+  int clear();
+
+  const std::string &directory() const { return dir_; }
+  /// False when the directory cannot be written (memory only).
+  bool onDisk() const { return onDisk_; }
+  /// The one warning about the disk cache, or "".
+  const std::string &warning() const { return warning_; }
+
+  static std::string defaultDirectory();
+
+private:
+  std::string dir_, warning_;
+  bool onDisk_ = false;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_future<CacheLookup>> memory_;
+
+  CacheLookup loadOrCompile(const std::string &source, const std::string &key,
+                            const CudaCompileOptions &options);
+  std::string path(const std::string &key) const;
+  bool readEntry(const std::string &key, CudaBinary &out) const;
+  void writeEntry(const std::string &key, const CudaBinary &binary);
+};
+
+} // namespace attn
+
+#endif // ATTNC_KERNELCACHE_H

@@ -1,0 +1,289 @@
+//===- KernelCache.cpp - Compiled kernels, in memory and on disk ----------===//
+
+#include "attnc/KernelCache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace attn {
+
+namespace {
+constexpr const char *kMagic = "attnc-cubin 1";
+
+/// FNV-1a, 64 bits, from a given offset basis.
+uint64_t fnv1a(const std::string &data, uint64_t h) {
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string checksum(const std::vector<char> &bytes) {
+  return hex(fnv1a(std::string(bytes.begin(), bytes.end()), 14695981039346656037ull));
+}
+
+/// mkdir -p.
+bool makeDirectories(const std::string &dir) {
+  std::string partial;
+  std::stringstream parts(dir);
+  std::string item;
+  if (!dir.empty() && dir[0] == '/')
+    partial = "/";
+  while (std::getline(parts, item, '/')) {
+    if (item.empty())
+      continue;
+    partial += item + "/";
+    if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      return false;
+  }
+  struct stat st;
+  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+} // namespace
+
+const char *name(CacheSource s) {
+  switch (s) {
+  case CacheSource::Memory:
+    return "memory";
+  case CacheSource::Disk:
+    return "disk";
+  case CacheSource::Compiled:
+    return "compiled";
+  }
+  return "?";
+}
+
+std::string KernelCache::defaultDirectory() {
+  if (const char *d = std::getenv("ATTNC_CACHE_DIR"); d && *d)
+    return d;
+  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return std::string(x) + "/attnc";
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/attnc";
+  return "/tmp/attnc-cache";
+}
+
+KernelCache::KernelCache(std::string dir) : dir_(dir.empty() ? defaultDirectory() : dir) {
+  // Writable is what counts: create and remove a probe file.
+  if (makeDirectories(dir_)) {
+    const std::string probe = dir_ + "/.probe." + std::to_string(getpid());
+    int fd = open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd >= 0) {
+      close(fd);
+      unlink(probe.c_str());
+      onDisk_ = true;
+      return;
+    }
+  }
+  warning_ = "attnc: the kernel cache directory " + dir_ + " cannot be written (" +
+             std::strerror(errno) + "): compiled kernels stay in memory only";
+}
+
+std::string KernelCache::key(const std::string &source, const std::string &prefix,
+                             const CudaCompileOptions &options) {
+  std::string material = source;
+  for (const std::string &part :
+       {std::string(ATTNC_VERSION), std::to_string(nvrtcVersion()), options.arch,
+        std::string(options.lineInfo ? "lineinfo" : "")})
+    material += '\0' + part;
+  for (const std::string &extra : options.extra)
+    material += '\0' + extra;
+  return prefix + "-" + options.arch + "-" + hex(fnv1a(material, 14695981039346656037ull)) +
+         hex(fnv1a(material, 0x84222325cbf29ce4ull));
+}
+
+std::string KernelCache::path(const std::string &key) const { return dir_ + "/" + key + ".cubin"; }
+
+bool KernelCache::readEntry(const std::string &key, CudaBinary &out) const {
+  std::ifstream in(path(key), std::ios::binary);
+  if (!in)
+    return false;
+  std::string magic, keyLine, sum;
+  long long bytes = -1;
+  int registers = -1, spillStores = -1, spillLoads = -1;
+  std::string line;
+  if (!std::getline(in, magic) || magic != kMagic)
+    return false;
+  while (std::getline(in, line) && !line.empty()) {
+    std::istringstream fields(line);
+    std::string field;
+    fields >> field;
+    if (field == "key")
+      fields >> keyLine;
+    else if (field == "bytes")
+      fields >> bytes;
+    else if (field == "checksum")
+      fields >> sum;
+    else if (field == "ptxas")
+      fields >> registers >> spillStores >> spillLoads;
+  }
+  if (keyLine != key || bytes <= 0 || bytes > (1ll << 30))
+    return false;
+  std::vector<char> cubin(bytes);
+  if (!in.read(cubin.data(), bytes) || in.peek() != EOF)
+    return false; // truncated, or longer than it says
+  if (checksum(cubin) != sum)
+    return false; // corrupted
+  out.cubin = std::move(cubin);
+  out.registers = registers;
+  out.spillStoreBytes = spillStores;
+  out.spillLoadBytes = spillLoads;
+  return true;
+}
+
+void KernelCache::writeEntry(const std::string &key, const CudaBinary &b) {
+  std::ostringstream tmpName;
+  tmpName << dir_ << "/." << key << ".tmp." << getpid() << "."
+          << std::hash<std::thread::id>()(std::this_thread::get_id());
+  const std::string tmp = tmpName.str();
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kMagic << "\nkey " << key << "\nbytes " << b.cubin.size() << "\nchecksum "
+        << checksum(b.cubin) << "\nptxas " << b.registers << " " << b.spillStoreBytes << " "
+        << b.spillLoadBytes << "\n\n";
+    out.write(b.cubin.data(), static_cast<std::streamsize>(b.cubin.size()));
+    if (out.flush())
+      out.close();
+    if (!out) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (warning_.empty())
+        warning_ = "attnc: cannot write the kernel cache entry " + path(key) + " (" +
+                   std::strerror(errno) + "): compiled kernels stay in memory only";
+      onDisk_ = false;
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  // Readers see the old entry or the new one, never half of one.
+  if (std::rename(tmp.c_str(), path(key).c_str()) != 0)
+    std::remove(tmp.c_str());
+}
+
+CacheLookup KernelCache::loadOrCompile(const std::string &source, const std::string &key,
+                                       const CudaCompileOptions &options) {
+  CacheLookup r;
+  auto bin = std::make_shared<CudaBinary>();
+  if (onDisk_ && readEntry(key, *bin)) {
+    r.binary = bin;
+    r.source = CacheSource::Disk;
+    return r;
+  }
+  int lockFd = -1;
+  if (onDisk_) {
+    // One compile across processes: lock the entry, then look again.
+    lockFd = open((path(key) + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+    if (lockFd >= 0)
+      flock(lockFd, LOCK_EX);
+    if (readEntry(key, *bin)) {
+      if (lockFd >= 0)
+        close(lockFd);
+      r.binary = bin;
+      r.source = CacheSource::Disk;
+      return r;
+    }
+  }
+  *bin = compileCuda(source, key + ".cu", options);
+  if (*bin) {
+    if (onDisk_)
+      writeEntry(key, *bin);
+    r.binary = bin;
+  } else {
+    r.error = bin->error;
+  }
+  if (lockFd >= 0)
+    close(lockFd); // releases the lock
+  r.source = CacheSource::Compiled;
+  return r;
+}
+
+CacheLookup KernelCache::get(const std::string &source, const std::string &prefix,
+                             const CudaCompileOptions &options) {
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string k = key(source, prefix, options);
+  std::promise<CacheLookup> promise;
+  std::shared_future<CacheLookup> future;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = memory_.find(k);
+    if (it != memory_.end()) {
+      future = it->second;
+    } else {
+      future = promise.get_future().share();
+      memory_[k] = future;
+      owner = true;
+    }
+  }
+  if (!owner) {
+    // In memory, or being compiled by another thread: wait for that one.
+    CacheLookup r = future.get();
+    r.source = CacheSource::Memory;
+    r.seconds = since(t0);
+    return r;
+  }
+  CacheLookup r = loadOrCompile(source, k, options);
+  promise.set_value(r);
+  if (!r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    memory_.erase(k); // a failure is not remembered: the next call tries again
+  }
+  r.seconds = since(t0);
+  return r;
+}
+
+std::vector<CacheEntry> KernelCache::list() const {
+  std::vector<CacheEntry> entries;
+  DIR *d = opendir(dir_.c_str());
+  if (!d)
+    return entries;
+  while (dirent *e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 6 && n.compare(n.size() - 6, 6, ".cubin") == 0 && n[0] != '.') {
+      struct stat st;
+      CacheEntry entry{n, 0};
+      if (stat((dir_ + "/" + n).c_str(), &st) == 0)
+        entry.bytes = st.st_size;
+      entries.push_back(entry);
+    }
+  }
+  closedir(d);
+  std::sort(entries.begin(), entries.end(),
+            [](const CacheEntry &a, const CacheEntry &b) { return a.file < b.file; });
+  return entries;
+}
+
+int KernelCache::clear() {
+  int removed = 0;
+  for (const CacheEntry &e : list())
+    if (std::remove((dir_ + "/" + e.file).c_str()) == 0) {
+      ++removed;
+      std::remove((dir_ + "/" + e.file + ".lock").c_str());
+    }
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.clear();
+  return removed;
+}
+
+} // namespace attn

@@ -1,0 +1,192 @@
+//===- CacheTest.cpp - The kernel cache, with real NVRTC cubins -----------===//
+
+#include "attnc/KernelCache.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace attn;
+
+namespace {
+std::string probeSource() {
+  std::ifstream in(ATTNC_TEST_DIR "/templates_probe.cu");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// A fresh, empty directory removed at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char buf[] = "/tmp/attnc-cache-test.XXXXXX";
+    path = mkdtemp(buf);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+CudaCompileOptions sm90() {
+  CudaCompileOptions o;
+  o.arch = "sm_90a";
+  return o;
+}
+
+std::string entryPath(const KernelCache &cache) {
+  auto entries = cache.list();
+  REQUIRE(entries.size() == 1);
+  return cache.directory() + "/" + entries[0].file;
+}
+} // namespace
+
+TEST_CASE("a kernel compiles once, then comes from memory, then from disk in a new process",
+          "[cache]") {
+  TempDir dir;
+  const std::string src = probeSource();
+  KernelCache cache(dir.path);
+  REQUIRE(cache.onDisk());
+  CacheLookup cold = cache.get(src, "probe", sm90());
+  INFO(cold.error);
+  REQUIRE(cold);
+  CHECK(cold.source == CacheSource::Compiled);
+  CacheLookup warm = cache.get(src, "probe", sm90());
+  REQUIRE(warm);
+  CHECK(warm.source == CacheSource::Memory);
+  CHECK(warm.binary == cold.binary);
+  KernelCache fresh(dir.path); // as a new process would
+  CacheLookup disk = fresh.get(src, "probe", sm90());
+  REQUIRE(disk);
+  CHECK(disk.source == CacheSource::Disk);
+  CHECK(disk.binary->cubin == cold.binary->cubin);
+  CHECK(disk.binary->registers == cold.binary->registers);
+  std::printf("kernel cache: cold NVRTC %.3f s, disk hit %.3f ms, memory hit %.1f us\n",
+              cold.seconds, disk.seconds * 1e3, warm.seconds * 1e6);
+  CHECK(warm.seconds < 1e-3);
+  CHECK(disk.seconds < 0.05);
+  // Another architecture or another source is another entry.
+  CHECK(KernelCache::key(src, "probe", sm90()) != KernelCache::key(src + " ", "probe", sm90()));
+  CudaCompileOptions sm80;
+  sm80.arch = "sm_80";
+  CHECK(KernelCache::key(src, "probe", sm90()) != KernelCache::key(src, "probe", sm80));
+}
+
+TEST_CASE("a corrupted cubin in the disk cache is rebuilt", "[cache]") {
+  TempDir dir;
+  const std::string src = probeSource();
+  std::vector<char> original;
+  {
+    KernelCache cache(dir.path);
+    REQUIRE(cache.get(src, "probe", sm90()));
+    const std::string file = entryPath(cache);
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    f.put('\x5a'); // one byte of the cubin changed
+  }
+  KernelCache cache(dir.path);
+  CacheLookup again = cache.get(src, "probe", sm90());
+  REQUIRE(again);
+  CHECK(again.source == CacheSource::Compiled);
+  CHECK(KernelCache(dir.path).get(src, "probe", sm90()).source == CacheSource::Disk);
+}
+
+TEST_CASE("a truncated entry in the disk cache is rebuilt", "[cache]") {
+  TempDir dir;
+  const std::string src = probeSource();
+  {
+    KernelCache cache(dir.path);
+    REQUIRE(cache.get(src, "probe", sm90()));
+    const std::string file = entryPath(cache);
+    REQUIRE(truncate(file.c_str(), 200) == 0);
+  }
+  KernelCache cache(dir.path);
+  CacheLookup again = cache.get(src, "probe", sm90());
+  REQUIRE(again);
+  CHECK(again.source == CacheSource::Compiled);
+  CHECK(again.binary->cubin.size() > 1000);
+}
+
+TEST_CASE("8 processes asking for one kernel compile it once and leave one valid entry",
+          "[cache]") {
+  TempDir dir;
+  const std::string src = probeSource();
+  std::vector<pid_t> children;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      KernelCache cache(dir.path);
+      CacheLookup r = cache.get(src, "probe", sm90());
+      _exit(!r ? 1 : r.source == CacheSource::Compiled ? 10 : 20);
+    }
+    children.push_back(pid);
+  }
+  int compiled = 0, fromDisk = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    compiled += WEXITSTATUS(status) == 10;
+    fromDisk += WEXITSTATUS(status) == 20;
+  }
+  CHECK(compiled == 1);
+  CHECK(fromDisk == 7);
+  KernelCache cache(dir.path);
+  CHECK(cache.list().size() == 1);
+  CHECK(cache.get(src, "probe", sm90()).source == CacheSource::Disk);
+}
+
+TEST_CASE("threads asking for one kernel wait for one compile", "[cache]") {
+  TempDir dir;
+  const std::string src = probeSource();
+  KernelCache cache(dir.path);
+  std::atomic<int> compiled{0}, ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      CacheLookup r = cache.get(src, "probe", sm90());
+      ok += static_cast<bool>(r);
+      compiled += r.source == CacheSource::Compiled;
+    });
+  for (auto &t : threads)
+    t.join();
+  CHECK(ok == 8);
+  CHECK(compiled == 1);
+}
+
+TEST_CASE("a cache directory that cannot be written keeps kernels in memory, with one warning",
+          "[cache]") {
+  // Not writable even for root: a directory under /proc/self.
+  KernelCache cache("/proc/self/attnc-cache");
+  CHECK_FALSE(cache.onDisk());
+  CHECK(cache.warning().find("cannot be written") != std::string::npos);
+  CHECK(cache.warning().find("memory only") != std::string::npos);
+  const std::string src = probeSource();
+  CHECK(cache.get(src, "probe", sm90()).source == CacheSource::Compiled);
+  CHECK(cache.get(src, "probe", sm90()).source == CacheSource::Memory);
+  CHECK(cache.list().empty());
+}
+
+TEST_CASE("clear empties the cache", "[cache]") {
+  TempDir dir;
+  KernelCache cache(dir.path);
+  REQUIRE(cache.get(probeSource(), "probe", sm90()));
+  CHECK(cache.clear() == 1);
+  CHECK(cache.list().empty());
+  CHECK(cache.get(probeSource(), "probe", sm90()).source == CacheSource::Compiled);
+}
+
+TEST_CASE("a compile error is reported and not remembered", "[cache]") {
+  TempDir dir;
+  KernelCache cache(dir.path);
+  CacheLookup bad = cache.get("__global__ void k() { nope(); }", "broken", sm90());
+  CHECK_FALSE(bad);
+  CHECK(bad.error.find("nope") != std::string::npos);
+  CHECK(cache.list().empty());
+  CHECK_FALSE(cache.get("__global__ void k() { nope(); }", "broken", sm90()));
+}
