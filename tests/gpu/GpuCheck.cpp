@@ -1,12 +1,13 @@
 //===- GpuCheck.cpp - The emitted kernels on a GPU, against fp64 attention -===//
 //
-//   attn-gpu-check [--quick] [--spec TEXT]...
+//   attn-gpu-check [--quick] [--jit] [--spec TEXT]...
 //
 // For each spec: the textbook IR through the attn pipeline, the CUDA
 // emitter, NVRTC for this GPU, then a ragged batch of fresh random inputs
 // (seed printed; paged caches shuffled, NaN in every unused slot; outputs
 // poisoned with NaN) and a comparison with the textbook reference in long
-// double. Prints one row per spec. Exit 0: all within bounds; 1: a failure;
+// double. Prints one row per spec. --jit instead times the JIT through the
+// kernel cache (cold NVRTC, disk hit, memory hit). Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +15,7 @@
 #include "attn/params.cuh"
 #include "attnc/Driver.h"
 #include "attnc/EmitCuda.h"
+#include "attnc/KernelCache.h"
 #include "attnc/Nvrtc.h"
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
@@ -305,19 +307,64 @@ Outcome check(const Device &d, const std::string &text, std::mt19937_64 &rng, bo
   return res;
 }
 
+/// JIT latency through the kernel cache: a cold NVRTC compile, a disk hit in
+/// a new cache (as a new process would see it) and a memory hit.
+int jitTimings(const Device &d, const std::vector<std::string> &specs) {
+  char tmpl[] = "/tmp/attnc-jit.XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::printf("%-60s %10s %10s %10s\n", "spec (JIT through the kernel cache)", "cold s", "disk ms",
+              "memory us");
+  int failures = 0;
+  for (const std::string &text : specs) {
+    SpecResult parsed = parseSpec(text + ",target=" + d.arch);
+    if (!parsed) {
+      std::printf("%-60s ERROR %s\n", text.c_str(), parsed.error->message().c_str());
+      ++failures;
+      continue;
+    }
+    mlir::MLIRContext ctx;
+    auto module = buildTextbook(ctx, *parsed.spec);
+    mlir::PassManager pm(&ctx);
+    buildAttnPipeline(pm);
+    std::string source, error;
+    CudaLaunchShape shape;
+    if (mlir::failed(pm.run(*module)) || !emitCuda(*module, *parsed.spec, source, shape, error)) {
+      std::printf("%-60s ERROR %s\n", text.c_str(), error.c_str());
+      ++failures;
+      continue;
+    }
+    CudaCompileOptions options;
+    options.arch = d.arch;
+    KernelCache first(dir);
+    CacheLookup cold = first.get(source, parsed.spec->symbol(), options);
+    CacheLookup memory = first.get(source, parsed.spec->symbol(), options);
+    KernelCache second(dir);
+    CacheLookup disk = second.get(source, parsed.spec->symbol(), options);
+    const bool ok = cold && memory && disk && cold.source == CacheSource::Compiled &&
+                    memory.source == CacheSource::Memory && disk.source == CacheSource::Disk;
+    failures += !ok;
+    std::printf("%-60s %10.3f %10.3f %10.1f%s\n", text.c_str(), cold.seconds, disk.seconds * 1e3,
+                memory.seconds * 1e6, ok ? "" : "  FAILED");
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return failures;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  bool quick = false;
+  bool quick = false, jit = false;
   std::vector<std::string> specs;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick")
       quick = true;
+    else if (a == "--jit")
+      jit = true;
     else if (a == "--spec" && i + 1 < argc)
       specs.push_back(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--spec TEXT]...\n");
+      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--spec TEXT]...\n");
       return 2;
     }
   }
@@ -354,6 +401,13 @@ int main(int argc, char **argv) {
     specs.push_back("dtype=f16,mask=sliding_window(50),head_dim=80");
     specs.push_back("mode=decode,page_size=16,gqa=8,split_kv=1,return_lse=true");
     specs.push_back("mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16");
+  }
+  if (jit) {
+    if (specs.empty())
+      specs = {"mode=prefill,head_dim=128,gqa=4,page_size=16,mask=causal",
+               "mode=decode,head_dim=128,gqa=4,page_size=16,split_kv=1",
+               "mode=prefill,head_dim=64", "mode=prefill,head_dim=256,mask=causal"};
+    return jitTimings(d, specs) ? 1 : 0;
   }
   const uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);

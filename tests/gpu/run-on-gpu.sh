@@ -3,7 +3,8 @@
 # attn-gpu-check) on a machine with a GPU, writing logs to a folder.
 #   tests/gpu/run-on-gpu.sh [LOG_DIR]      (default: $OUT, else ./gpu-logs)
 # 1. attn-gpu-check: the emitted kernels against the fp64 reference, every spec.
-# 2. compute-sanitizer memcheck and racecheck on a small case of each family.
+# 2. JIT latency through the kernel cache: cold NVRTC, disk hit, memory hit.
+# 3. compute-sanitizer memcheck and racecheck on a small case of each family.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 logs="${1:-${OUT:-$root/gpu-logs}}"
@@ -13,6 +14,7 @@ bin="${ATTNC_BUILD_DIR:-$root/build-static}/bin/attn-gpu-check"
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 status=0
 "$bin" 2>&1 | tee "$logs/gpu-check.log" || status=1
+"$bin" --jit 2>&1 | tee "$logs/jit.log" || status=1
 small=(--quick --spec "dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true"
        --spec "dtype=f16,mask=sliding_window(100),head_dim=64"
        --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16")
