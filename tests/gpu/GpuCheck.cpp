@@ -1,6 +1,6 @@
 //===- GpuCheck.cpp - The emitted kernels on a GPU, against fp64 attention -===//
 //
-//   attn-gpu-check [--quick] [--jit] [--spec TEXT]...
+//   attn-gpu-check [--quick] [--jit] [--bench] [--spec TEXT]...
 //
 // For each spec: the textbook IR through the attn pipeline, the CUDA
 // emitter, NVRTC for this GPU, then a ragged batch of fresh random inputs
@@ -25,6 +25,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -350,10 +351,92 @@ int jitTimings(const Device &d, const std::vector<std::string> &specs) {
   return failures;
 }
 
+/// Prefill throughput on PERF.md's shapes (batch * seqlen = 16384,
+/// heads * head_dim = 2048, bf16): CUDA-event timing, 3 warm-up launches,
+/// median of 10, TFLOP/s with FLOPs = 4 B H N^2 d (halved when causal).
+int bench(const Device &d) {
+  const CudaDriver *cu = d.cu;
+  std::printf("%-44s %10s %10s\n", "prefill (bf16, contiguous, B*N = 16384)", "ms", "TFLOP/s");
+  for (int hd : {64, 128})
+    for (bool causal : {false, true})
+      for (int n : {1024, 4096, 16384}) {
+        const int heads = 2048 / hd, batch = 16384 / n;
+        const std::string text = "dtype=bf16,head_dim=" + std::to_string(hd) +
+                                 (causal ? ",mask=causal" : "") + ",target=" + d.arch;
+        SpecResult parsed = parseSpec(text);
+        mlir::MLIRContext ctx;
+        auto module = buildTextbook(ctx, *parsed.spec);
+        mlir::PassManager pm(&ctx);
+        buildAttnPipeline(pm);
+        std::string source, error;
+        CudaLaunchShape shape;
+        if (mlir::failed(pm.run(*module)) || !emitCuda(*module, *parsed.spec, source, shape, error))
+          return 1;
+        CudaCompileOptions options;
+        options.arch = d.arch;
+        CudaBinary bin = compileCuda(source, "bench.cu", options);
+        CUmodule mod;
+        CUfunction fn;
+        if (!bin || cu->cuModuleLoadData(&mod, bin.cubin.data()) != CUDA_SUCCESS ||
+            cu->cuModuleGetFunction(&fn, mod, parsed.spec->symbol().c_str()) != CUDA_SUCCESS ||
+            cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   shape.sharedBytes) != CUDA_SUCCESS) {
+          std::printf("%s: cannot load: %s\n", text.c_str(), bin.error.c_str());
+          return 1;
+        }
+        const size_t elems = size_t(16384) * heads * hd;
+        std::vector<uint16_t> host(elems);
+        std::mt19937_64 rng(1);
+        std::normal_distribution<float> normal(0.f, 1.f);
+        for (uint16_t &x : host)
+          x = toBits(normal(rng), DType::BF16);
+        std::vector<int> cu_seq(batch + 1);
+        for (int b = 0; b <= batch; ++b)
+          cu_seq[b] = b * n;
+        Buffer q(cu, host.data(), elems * 2), k(cu, host.data(), elems * 2),
+            v(cu, host.data(), elems * 2), o(cu, nullptr, elems * 2),
+            cs(cu, cu_seq.data(), cu_seq.size() * 4);
+        kernel::Params p{};
+        p.q = q.ptr;
+        p.k = k.ptr;
+        p.v = v.ptr;
+        p.o = o.ptr;
+        p.cu_seqlens_q = p.cu_seqlens_k = cs.ptr;
+        p.batch = batch;
+        p.num_q_heads = p.num_kv_heads = heads;
+        p.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double(hd)));
+        void *args[] = {&p};
+        CUevent start, stop;
+        cu->cuEventCreate(&start, 0);
+        cu->cuEventCreate(&stop, 0);
+        std::vector<float> times;
+        for (int it = 0; it < 13; ++it) {
+          cu->cuEventRecord(start, nullptr);
+          cu->cuLaunchKernel(fn, n / shape.tileQ, heads, batch, shape.threads, 1, 1,
+                             shape.sharedBytes, nullptr, args, nullptr);
+          cu->cuEventRecord(stop, nullptr);
+          cu->cuEventSynchronize(stop);
+          float ms = 0;
+          cu->cuEventElapsedTime(&ms, start, stop);
+          if (it >= 3)
+            times.push_back(ms);
+        }
+        std::sort(times.begin(), times.end());
+        const double ms = times[times.size() / 2];
+        const double flops = 4.0 * batch * heads * double(n) * n * hd * (causal ? 0.5 : 1.0);
+        std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d            %10.3f %10.1f\n", hd, n,
+                    causal ? "causal" : "full", batch, heads, ms, flops / ms / 1e9);
+        cu->cuEventDestroy(start);
+        cu->cuEventDestroy(stop);
+        cu->cuModuleUnload(mod);
+      }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  bool quick = false, jit = false;
+  bool quick = false, jit = false, benchOnly = false;
   std::vector<std::string> specs;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -361,10 +444,12 @@ int main(int argc, char **argv) {
       quick = true;
     else if (a == "--jit")
       jit = true;
+    else if (a == "--bench")
+      benchOnly = true;
     else if (a == "--spec" && i + 1 < argc)
       specs.push_back(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--spec TEXT]...\n");
+      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench] [--spec TEXT]...\n");
       return 2;
     }
   }
@@ -402,6 +487,8 @@ int main(int argc, char **argv) {
     specs.push_back("mode=decode,page_size=16,gqa=8,split_kv=1,return_lse=true");
     specs.push_back("mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16");
   }
+  if (benchOnly)
+    return bench(d);
   if (jit) {
     if (specs.empty())
       specs = {"mode=prefill,head_dim=128,gqa=4,page_size=16,mask=causal",
