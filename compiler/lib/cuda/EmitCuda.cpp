@@ -212,8 +212,11 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
                                   : "The K and V rows of tile j; rows past kv_len read as zero.")
       << "\n"
       << "    load_tile<Cfg, Cfg::kTileKV>(smem_k, [&](int r) { return keys.row(j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
+      << "    cp_async_commit();\n"
       << "    load_tile<Cfg, Cfg::kTileKV>(smem_v, [&](int r) { return values.row(j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
-      << "    cp_async_commit();\n    cp_async_wait<0>();\n    __syncthreads();\n"
+      << "    cp_async_commit();\n"
+      << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
+      << "    __syncthreads();\n"
       << "    float s[Cfg::kTileKV / 8][4];\n"
       << "    qk<Cfg>(s, smem_q, warp, smem_k, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
     if (kv.masked)
@@ -222,6 +225,8 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
     o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
       << "    // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
       << "    state.update(s);\n"
+      << "    cp_async_wait<0>(); // V has arrived\n"
+      << "    __syncthreads();\n"
       << "    accumulate_pv<Cfg>(state, s, smem_v); // acc += P V\n"
       << "    __syncthreads(); // the next tile overwrites K and V\n  }\n";
   }
