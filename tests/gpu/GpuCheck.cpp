@@ -17,13 +17,8 @@
 #include "attnc/EmitCuda.h"
 #include "attnc/KernelCache.h"
 #include "attnc/Nvrtc.h"
-#include "attnc/Pipeline.h"
-#include "attnc/Textbook.h"
 #include "reference/Harness.h"
 
-#include "attn/AttnDialect.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <algorithm>
 #include <cmath>
@@ -114,6 +109,39 @@ struct Outcome {
   std::string error;
 };
 
+/// A spec's kernel compiled for this GPU and loaded, ready to launch.
+struct LoadedKernel {
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  CudaLaunchShape shape;
+  CudaBinary binary;
+  std::string error;
+};
+
+LoadedKernel loadKernel(const Device &d, const Spec &spec) {
+  LoadedKernel k;
+  std::string source;
+  if (!emitCudaForSpec(spec, source, k.shape, k.error))
+    return k;
+  CudaCompileOptions options;
+  options.arch = d.arch;
+  k.binary = compileCuda(source, spec.symbol() + ".cu", options);
+  if (!k.binary) {
+    k.error = k.binary.error;
+    return k;
+  }
+  const CudaDriver *cu = d.cu;
+  CUresult rc = cu->cuModuleLoadData(&k.module, k.binary.cubin.data());
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuModuleGetFunction(&k.function, k.module, spec.symbol().c_str());
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                k.shape.sharedBytes);
+  if (rc != CUDA_SUCCESS)
+    k.error = cu->describe(rc, "loading the kernel");
+  return k;
+}
+
 Outcome check(const Device &d, const std::string &text, std::mt19937_64 &rng, bool quick) {
   Outcome res;
   SpecResult parsed = parseSpec(text + ",target=" + d.arch);
@@ -122,41 +150,16 @@ Outcome check(const Device &d, const std::string &text, std::mt19937_64 &rng, bo
     return res;
   }
   const Spec spec = *parsed.spec;
-  mlir::MLIRContext ctx;
-  auto module = buildTextbook(ctx, spec);
-  mlir::PassManager pm(&ctx);
-  buildAttnPipeline(pm);
-  if (mlir::failed(pm.run(*module))) {
-    res.error = "the attn pipeline failed";
+  LoadedKernel kernel = loadKernel(d, spec);
+  res.compileSeconds = kernel.binary.seconds;
+  res.registers = kernel.binary.registers;
+  res.spills = kernel.binary.spillStoreBytes;
+  if (!kernel.error.empty()) {
+    res.error = kernel.error;
     return res;
   }
-  std::string source;
-  CudaLaunchShape shape;
-  if (!emitCuda(*module, spec, source, shape, res.error))
-    return res;
-  CudaCompileOptions options;
-  options.arch = d.arch;
-  CudaBinary bin = compileCuda(source, spec.symbol() + ".cu", options);
-  if (!bin) {
-    res.error = bin.error;
-    return res;
-  }
-  res.compileSeconds = bin.seconds;
-  res.registers = bin.registers;
-  res.spills = bin.spillStoreBytes;
   const CudaDriver *cu = d.cu;
-  CUmodule mod;
-  CUfunction fn;
-  CUresult rc = cu->cuModuleLoadData(&mod, bin.cubin.data());
-  if (rc == CUDA_SUCCESS)
-    rc = cu->cuModuleGetFunction(&fn, mod, spec.symbol().c_str());
-  if (rc == CUDA_SUCCESS)
-    rc = cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                shape.sharedBytes);
-  if (rc != CUDA_SUCCESS) {
-    res.error = cu->describe(rc, "loading the kernel");
-    return res;
-  }
+  const CudaLaunchShape &shape = kernel.shape;
 
   // A ragged batch: a single token, lengths that are no multiple of a tile,
   // more queries than keys, one long sequence.
@@ -239,7 +242,7 @@ Outcome check(const Device &d, const std::string &text, std::mt19937_64 &rng, bo
   for (auto [ql, kl] : lengths)
     maxQ = std::max(maxQ, ql);
   void *args[] = {&p};
-  rc = cu->cuLaunchKernel(fn, (maxQ + shape.tileQ - 1) / shape.tileQ, hq, batch, shape.threads, 1, 1,
+  CUresult rc = cu->cuLaunchKernel(kernel.function, (maxQ + shape.tileQ - 1) / shape.tileQ, hq, batch, shape.threads, 1, 1,
                           shape.sharedBytes, nullptr, args, nullptr);
   if (rc == CUDA_SUCCESS)
     rc = cu->cuCtxSynchronize();
@@ -251,7 +254,7 @@ Outcome check(const Device &d, const std::string &text, std::mt19937_64 &rng, bo
   std::vector<float> lse(size_t(totalQ) * hq);
   cu->cuMemcpyDtoH(out.data(), dout.ptr, out.size() * 2);
   cu->cuMemcpyDtoH(lse.data(), dlse.ptr, lse.size() * 4);
-  cu->cuModuleUnload(mod);
+  cu->cuModuleUnload(kernel.module);
 
   double sumSqErr = 0, sumSqRef = 0;
   for (int b = 0; b < batch; ++b) {
@@ -323,13 +326,9 @@ int jitTimings(const Device &d, const std::vector<std::string> &specs) {
       ++failures;
       continue;
     }
-    mlir::MLIRContext ctx;
-    auto module = buildTextbook(ctx, *parsed.spec);
-    mlir::PassManager pm(&ctx);
-    buildAttnPipeline(pm);
     std::string source, error;
     CudaLaunchShape shape;
-    if (mlir::failed(pm.run(*module)) || !emitCuda(*module, *parsed.spec, source, shape, error)) {
+    if (!emitCudaForSpec(*parsed.spec, source, shape, error)) {
       std::printf("%-60s ERROR %s\n", text.c_str(), error.c_str());
       ++failures;
       continue;
@@ -364,26 +363,13 @@ int bench(const Device &d) {
         const std::string text = "dtype=bf16,head_dim=" + std::to_string(hd) +
                                  (causal ? ",mask=causal" : "") + ",target=" + d.arch;
         SpecResult parsed = parseSpec(text);
-        mlir::MLIRContext ctx;
-        auto module = buildTextbook(ctx, *parsed.spec);
-        mlir::PassManager pm(&ctx);
-        buildAttnPipeline(pm);
-        std::string source, error;
-        CudaLaunchShape shape;
-        if (mlir::failed(pm.run(*module)) || !emitCuda(*module, *parsed.spec, source, shape, error))
-          return 1;
-        CudaCompileOptions options;
-        options.arch = d.arch;
-        CudaBinary bin = compileCuda(source, "bench.cu", options);
-        CUmodule mod;
-        CUfunction fn;
-        if (!bin || cu->cuModuleLoadData(&mod, bin.cubin.data()) != CUDA_SUCCESS ||
-            cu->cuModuleGetFunction(&fn, mod, parsed.spec->symbol().c_str()) != CUDA_SUCCESS ||
-            cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   shape.sharedBytes) != CUDA_SUCCESS) {
-          std::printf("%s: cannot load: %s\n", text.c_str(), bin.error.c_str());
+        LoadedKernel kernel = parsed ? loadKernel(d, *parsed.spec) : LoadedKernel{};
+        if (!parsed || !kernel.error.empty()) {
+          std::printf("%s: cannot load: %s\n", text.c_str(),
+                      parsed ? kernel.error.c_str() : parsed.error->message().c_str());
           return 1;
         }
+        const CudaLaunchShape &shape = kernel.shape;
         const size_t elems = size_t(16384) * heads * hd;
         std::vector<uint16_t> host(elems);
         std::mt19937_64 rng(1);
@@ -412,7 +398,7 @@ int bench(const Device &d) {
         std::vector<float> times;
         for (int it = 0; it < 13; ++it) {
           cu->cuEventRecord(start, nullptr);
-          cu->cuLaunchKernel(fn, n / shape.tileQ, heads, batch, shape.threads, 1, 1,
+          cu->cuLaunchKernel(kernel.function, n / shape.tileQ, heads, batch, shape.threads, 1, 1,
                              shape.sharedBytes, nullptr, args, nullptr);
           cu->cuEventRecord(stop, nullptr);
           cu->cuEventSynchronize(stop);
@@ -428,7 +414,7 @@ int bench(const Device &d) {
                     causal ? "causal" : "full", batch, heads, ms, flops / ms / 1e9);
         cu->cuEventDestroy(start);
         cu->cuEventDestroy(stop);
-        cu->cuModuleUnload(mod);
+        cu->cuModuleUnload(kernel.module);
       }
   return 0;
 }

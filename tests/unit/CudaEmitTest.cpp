@@ -8,12 +8,7 @@
 
 #include "attnc/EmitCuda.h"
 #include "attnc/Nvrtc.h"
-#include "attnc/Pipeline.h"
-#include "attnc/Textbook.h"
 
-#include "attn/AttnDialect.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <catch2/catch.hpp>
 
@@ -28,12 +23,7 @@ bool tryEmit(const std::string &text, std::string &source, CudaLaunchShape &shap
   SpecResult spec = parseSpec(text);
   INFO(text);
   REQUIRE(spec);
-  mlir::MLIRContext ctx;
-  auto module = buildTextbook(ctx, *spec.spec);
-  mlir::PassManager pm(&ctx);
-  buildAttnPipeline(pm);
-  REQUIRE(mlir::succeeded(pm.run(*module)));
-  return emitCuda(*module, *spec.spec, source, shape, error);
+  return emitCudaForSpec(*spec.spec, source, shape, error);
 }
 
 /// Emits the kernel of `text`; fails the test with the reason otherwise.

@@ -26,6 +26,11 @@ struct CudaLaunchShape {
 bool emitCuda(mlir::ModuleOp module, const Spec &spec, std::string &source,
               CudaLaunchShape &shape, std::string &error);
 
+/// The whole path from a spec: its textbook IR, the attn pipeline, then
+/// emitCuda. On failure returns false and says why in `error`.
+bool emitCudaForSpec(const Spec &spec, std::string &source, CudaLaunchShape &shape,
+                     std::string &error);
+
 } // namespace attn
 
 #endif // ATTNC_EMITCUDA_H

@@ -10,9 +10,14 @@
 
 #include "attnc/EmitCuda.h"
 #include "attnc/Passes.h"
+#include "attnc/Pipeline.h"
+#include "attnc/Textbook.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <sstream>
 
@@ -238,6 +243,24 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
     << ", q_start + warp * 16);\n}\n";
   source = o.str();
   return true;
+}
+
+bool emitCudaForSpec(const Spec &spec, std::string &source, CudaLaunchShape &shape,
+                     std::string &error) {
+  MLIRContext ctx;
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = buildTextbook(ctx, spec);
+  PassManager pm(&ctx);
+  buildAttnPipeline(pm);
+  if (failed(pm.run(*module))) {
+    error = "the attn pipeline failed for " + spec.str() + ": " + diagnostics;
+    return false;
+  }
+  return emitCuda(*module, spec, source, shape, error);
 }
 
 } // namespace attn
