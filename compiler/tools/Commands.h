@@ -19,7 +19,7 @@ struct RunOptions {
   bool ragged = false;
   std::optional<uint64_t> seed;
   std::optional<double> scale;
-  int64_t numSplits = 4;
+  std::optional<int64_t> numSplits; ///< CPU: 4 when unset; GPU: the kernel's choice
   std::string q, k, v, blockTable, out, lse;
 };
 int run(const RunOptions &options);

@@ -1,8 +1,8 @@
 //===- RunCommand.cpp - attnc run: run a spec and check it ----------------===//
 //
 // Random inputs (seed printed) or .npy files in, the generated kernel run on
-// the CPU, the outputs compared with the textbook reference, .npy files out.
-// Exit status 1 for bad input or an error over tolerance.
+// the CPU or the GPU, the outputs compared with the textbook reference, .npy
+// files out. Exit status 1 for bad input or an error over tolerance.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,10 @@
 
 #include "attnc/CpuBackend.h"
 #include "reference/Harness.h"
+#ifdef ATTNC_HAVE_NVRTC
+#include "attnc/Runtime.h"
+#include "reference/GpuHarness.h"
+#endif
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -156,102 +160,82 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
   return true;
 }
 
+/// The batch to run: the .npy inputs, or random ones (seed printed).
 template <typename T>
-int runTyped(const Spec &spec, const RunOptions &o) {
+bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
+                  harness::Batch<T> &batch, std::string &error) {
   const bool fromFiles = !o.q.empty();
   if (!fromFiles && (!o.k.empty() || !o.v.empty() || !o.blockTable.empty()))
-    return fail("--k, --v and --block-table come with --q");
+    return error = "--k, --v and --block-table come with --q", false;
   if ((!o.out.empty() || !o.lse.empty()) && !fromFiles && o.batch != 1)
-    return fail("--out and --lse write one sequence: use --batch 1 (or --q inputs)");
+    return error = "--out and --lse write one sequence: use --batch 1 (or --q inputs)", false;
   if (o.batch < 1 || o.numKVHeads < 1)
-    return fail("--batch and --num-kv-heads must be >= 1");
-
-  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
-  std::mt19937_64 rng(seed);
-  harness::Batch<T> batch;
-  std::string error;
-  if (fromFiles) {
-    if (!batchFromFiles<T>(spec, o, batch, error))
-      return fail(error);
-  } else {
-    const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? 1 : 128);
-    const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
-    if (qLen < 0 || kvLen < 0)
-      return fail("--q-len and --kv-len must be >= 0");
-    std::vector<std::pair<int64_t, int64_t>> lengths;
-    for (int64_t i = 0; i < o.batch; ++i) {
-      if (!o.ragged) {
-        lengths.push_back({qLen, kvLen});
-        continue;
-      }
-      // Ragged: each sequence gets its own lengths, up to the ones given.
-      int64_t kv = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(kvLen, 1))(rng);
-      int64_t q = spec.mode == Mode::Decode
-                      ? qLen
-                      : std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(qLen, 1))(rng);
-      lengths.push_back({q, kvLen == qLen && spec.mode == Mode::Prefill ? q : kv});
+    return error = "--batch and --num-kv-heads must be >= 1", false;
+  if (fromFiles)
+    return batchFromFiles<T>(spec, o, batch, error);
+  const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? 1 : 128);
+  const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
+  if (qLen < 0 || kvLen < 0)
+    return error = "--q-len and --kv-len must be >= 0", false;
+  std::vector<std::pair<int64_t, int64_t>> lengths;
+  for (int64_t i = 0; i < o.batch; ++i) {
+    if (!o.ragged) {
+      lengths.push_back({qLen, kvLen});
+      continue;
     }
-    batch = harness::randomBatch<T>(spec, lengths, o.numKVHeads, rng);
-    llvm::outs() << "seed " << seed << " (--seed " << seed << " to replay)\n";
+    // Ragged: each sequence gets its own lengths, up to the ones given.
+    int64_t kv = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(kvLen, 1))(rng);
+    int64_t q = spec.mode == Mode::Decode
+                    ? qLen
+                    : std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(qLen, 1))(rng);
+    lengths.push_back({q, kvLen == qLen && spec.mode == Mode::Prefill ? q : kv});
   }
-  const double scale = o.scale.value_or(1.0 / std::sqrt(double(spec.head_dim)));
+  batch = harness::randomBatch<T>(spec, lengths, o.numKVHeads, rng);
+  return true;
+}
 
-  auto t0 = std::chrono::steady_clock::now();
-  auto kernel = CpuKernel::compile(spec);
-  if (!kernel)
-    return fail(llvm::toString(kernel.takeError()));
-  llvm::outs() << "spec " << spec.str() << "\ncompiled for the CPU in "
-               << llvm::format("%.3f", secondsSince(t0)) << " s\n";
-
-  harness::Errors errors;
-  double runSeconds = 0;
-  const T nan = std::numeric_limits<T>::quiet_NaN();
-  for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const auto &s = batch.sequences[i];
-    std::vector<T> out(batch.numQHeads() * s.qLen * spec.head_dim, nan);
-    std::vector<T> lse(batch.numQHeads() * s.qLen, nan);
-    auto t1 = std::chrono::steady_clock::now();
-    if (llvm::Error err = (*kernel)->run(
-            harness::argsFor(batch, i, scale, o.numSplits, out.data(), lse.data())))
-      return fail(llvm::toString(std::move(err)));
-    runSeconds += secondsSince(t1);
-    llvm::outs() << "sequence " << i << ": q_len " << s.qLen << ", kv_len " << s.kvLen << ", "
-                 << batch.numQHeads() << " query heads, " << batch.numKVHeads << " KV heads\n";
-
-    // The reference is O(q_len * kv_len * head_dim) in long double: past a
-    // billion steps, check a random sample of 64 query rows.
-    std::vector<char> sample;
-    const double work = double(s.qLen) * s.kvLen * spec.head_dim * batch.numQHeads();
-    if (work > 1e9 && s.qLen > 64) {
-      sample.assign(s.qLen, 0);
-      for (int n = 0; n < 64; ++n)
-        sample[std::uniform_int_distribution<int64_t>(0, s.qLen - 1)(rng)] = 1;
-    }
-    harness::compare(batch, i, scale, out, lse, errors, sample.empty() ? nullptr : &sample);
-
-    auto save = [&](const std::string &path, const std::vector<T> &data,
-                    std::vector<int64_t> shape) {
-      npy::Array a;
-      a.kind = std::is_same_v<T, double> ? npy::Kind::F64 : npy::Kind::F32;
-      a.shape = std::move(shape);
-      a.bytes.resize(data.size() * sizeof(T));
-      std::memcpy(a.bytes.data(), data.data(), a.bytes.size());
-      return npy::write(path, a, error);
-    };
-    if (!o.out.empty() && !save(o.out, out, {batch.numQHeads(), s.qLen, spec.head_dim}))
-      return fail(error);
-    if (!o.lse.empty() && !save(o.lse, lse, {batch.numQHeads(), s.qLen}))
-      return fail(error);
+/// The reference is O(q_len * kv_len * head_dim) in long double: past a
+/// billion steps, only a random sample of 64 query rows is checked.
+template <typename T>
+std::vector<char> sampleRows(const harness::Batch<T> &batch, size_t i, std::mt19937_64 &rng) {
+  const auto &s = batch.sequences[i];
+  std::vector<char> sample;
+  const double work = double(s.qLen) * s.kvLen * batch.spec.head_dim * batch.numQHeads();
+  if (work > 1e9 && s.qLen > 64) {
+    sample.assign(s.qLen, 0);
+    for (int n = 0; n < 64; ++n)
+      sample[std::uniform_int_distribution<int64_t>(0, s.qLen - 1)(rng)] = 1;
   }
+  return sample;
+}
 
-  const bool f64 = std::is_same_v<T, double>;
-  const double bound = f64 ? 1e-8 : 1e-5;
-  const double measured = f64 ? errors.maxAbs : errors.relative();
+/// Writes --out and --lse for one sequence ([heads, q_len, head_dim], [heads, q_len]).
+template <typename T>
+bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
+                 const std::vector<T> &out, const std::vector<T> &lse, std::string &error) {
+  auto save = [&](const std::string &path, const std::vector<T> &data,
+                  std::vector<int64_t> shape) {
+    npy::Array a;
+    a.kind = std::is_same_v<T, double> ? npy::Kind::F64 : npy::Kind::F32;
+    a.shape = std::move(shape);
+    a.bytes.resize(data.size() * sizeof(T));
+    std::memcpy(a.bytes.data(), data.data(), a.bytes.size());
+    return npy::write(path, a, error);
+  };
+  const int64_t h = batch.numQHeads(), q = batch.sequences[i].qLen;
+  if (!o.out.empty() && !save(o.out, out, {h, q, batch.spec.head_dim}))
+    return false;
+  return o.lse.empty() || save(o.lse, lse, {h, q});
+}
+
+/// The summary and verdict: exit status 0 within `bound`, else 1.
+int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, double bound) {
+  const double measured = maxAbsBound ? errors.maxAbs : errors.relative();
   llvm::outs() << "ran in " << llvm::format("%.3f", runSeconds) << " s; checked "
                << errors.checked << " query rows against the textbook reference\n"
                << "max abs error " << llvm::format("%.3g", errors.maxAbs) << ", relative error "
                << llvm::format("%.3g", errors.relative()) << " (bound: "
-               << (f64 ? "max abs " : "relative ") << llvm::format("%.0e", bound) << ")\n";
+               << (maxAbsBound ? "max abs " : "relative ") << llvm::format("%.0e", bound) << ")\n";
   if (errors.fullyMaskedRows)
     llvm::outs() << errors.fullyMaskedRows << " query rows see no key: "
                  << errors.fullyMaskedRows - errors.fullyMaskedWrong
@@ -266,12 +250,132 @@ int runTyped(const Spec &spec, const RunOptions &o) {
   return 0;
 }
 
+template <typename T>
+int runTyped(const Spec &spec, const RunOptions &o) {
+  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  std::mt19937_64 rng(seed);
+  harness::Batch<T> batch;
+  std::string error;
+  if (!prepareBatch<T>(spec, o, rng, batch, error))
+    return fail(error);
+  if (o.q.empty())
+    llvm::outs() << "seed " << seed << " (--seed " << seed << " to replay)\n";
+  const double scale = o.scale.value_or(1.0 / std::sqrt(double(spec.head_dim)));
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto kernel = CpuKernel::compile(spec);
+  if (!kernel)
+    return fail(llvm::toString(kernel.takeError()));
+  llvm::outs() << "spec " << spec.str() << "\ncompiled for the CPU in "
+               << llvm::format("%.3f", secondsSince(t0)) << " s\n";
+
+  harness::Errors errors;
+  double runSeconds = 0;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const int64_t splits = o.numSplits.value_or(4);
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const auto &s = batch.sequences[i];
+    std::vector<T> out(batch.numQHeads() * s.qLen * spec.head_dim, nan);
+    std::vector<T> lse(batch.numQHeads() * s.qLen, nan);
+    auto t1 = std::chrono::steady_clock::now();
+    if (llvm::Error err = (*kernel)->run(
+            harness::argsFor(batch, i, scale, splits, out.data(), lse.data())))
+      return fail(llvm::toString(std::move(err)));
+    runSeconds += secondsSince(t1);
+    llvm::outs() << "sequence " << i << ": q_len " << s.qLen << ", kv_len " << s.kvLen << ", "
+                 << batch.numQHeads() << " query heads, " << batch.numKVHeads << " KV heads\n";
+    const std::vector<char> sample = sampleRows(batch, i, rng);
+    harness::compare(batch, i, scale, out, lse, errors, sample.empty() ? nullptr : &sample);
+    if (!saveOutputs(o, batch, i, out, lse, error))
+      return fail(error);
+  }
+  const bool f64 = std::is_same_v<T, double>;
+  return verdict(errors, runSeconds, f64, f64 ? 1e-8 : 1e-5);
+}
+
+#ifdef ATTNC_HAVE_NVRTC
+/// The spec's kernel on the GPU: inputs rounded to its 16-bit type (the
+/// reference sees the same values), one launch, outputs back as f32.
+int runGpu(const RunOptions &o) {
+  std::string error;
+  std::unique_ptr<Runtime> rt = Runtime::create(error);
+  if (!rt)
+    return fail("--target gpu: " + error);
+  std::string text = o.spec;
+  if (!mentions(text, "target"))
+    text += (text.empty() ? "" : ",") + std::string("target=") + rt->arch();
+  if (!o.lse.empty() && !mentions(text, "return_lse"))
+    text += ",return_lse=true";
+  SpecResult parsed = parseSpec(text);
+  if (!parsed)
+    return fail(parsed.error->message());
+  const Spec spec = *parsed.spec;
+  if (!spec.isGPU())
+    return fail("the spec says target = cpu, but --target gpu runs on the GPU (" + rt->arch() + ")");
+  if (!o.lse.empty() && !spec.return_lse)
+    return fail("--lse needs return_lse = true in the spec");
+  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  std::mt19937_64 rng(seed);
+  harness::Batch<float> batch;
+  if (!prepareBatch<float>(spec, o, rng, batch, error))
+    return fail(error);
+  if (o.q.empty())
+    llvm::outs() << "seed " << seed << " (--seed " << seed << " to replay)\n";
+  harness::roundInputs(batch);
+  const double scale = o.scale.value_or(1.0 / std::sqrt(double(spec.head_dim)));
+
+  KernelLookup k = rt->kernel(spec);
+  if (!k)
+    return fail(k.error);
+  llvm::outs() << "spec " << spec.str() << "\nkernel for " << rt->deviceName() << " (" << rt->arch()
+               << ") from " << name(k.source) << " in " << llvm::format("%.3f", k.seconds)
+               << " s\n";
+  const CudaDriver *cu = CudaDriver::get(error);
+  auto dev = harness::uploadBatch(cu, *k.kernel, batch, scale,
+                                  static_cast<int>(o.numSplits.value_or(0)));
+  if (!dev->error.empty())
+    return fail(dev->error);
+  if (spec.mode == Mode::Decode)
+    llvm::outs() << "split-KV: " << k.kernel->splits(dev->args) << " split(s)\n";
+  if (std::string bad = k.kernel->checkDeviceArguments(dev->args, nullptr); !bad.empty())
+    return fail(bad);
+  auto t0 = std::chrono::steady_clock::now();
+  if (!k.kernel->launch(dev->args, nullptr, error))
+    return fail(error);
+  if (CUresult rc = cu->cuCtxSynchronize(); rc != CUDA_SUCCESS)
+    return fail(cu->describe(rc, "the kernel"));
+  const double runSeconds = secondsSince(t0);
+  auto outs = harness::downloadOutputs(*dev, batch, error);
+  if (!error.empty())
+    return fail(error);
+  harness::Errors errors;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const auto &s = batch.sequences[i];
+    llvm::outs() << "sequence " << i << ": q_len " << s.qLen << ", kv_len " << s.kvLen << ", "
+                 << batch.numQHeads() << " query heads, " << batch.numKVHeads << " KV heads\n";
+    const std::vector<char> sample = sampleRows(batch, i, rng);
+    harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors,
+                     sample.empty() ? nullptr : &sample);
+    if (!saveOutputs(o, batch, i, outs[i].out, outs[i].lse, error))
+      return fail(error);
+  }
+  return verdict(errors, runSeconds, false, 1e-2);
+}
+#endif
+
 } // namespace
 
 int run(const RunOptions &o) {
+  if (o.target == "gpu") {
+#ifdef ATTNC_HAVE_NVRTC
+    return runGpu(o);
+#else
+    return fail("--target gpu: this build has no CUDA runtime (NVRTC was not found when it was "
+                "configured); use --target cpu");
+#endif
+  }
   if (o.target != "cpu")
-    return fail("--target " + o.target +
-                ": this build runs kernels on the CPU only; use --target cpu");
+    return fail("--target " + o.target + ": the targets are cpu and gpu");
   std::optional<Spec> spec = cpuSpec(o.spec, "run", !o.lse.empty());
   if (!spec)
     return 1;

@@ -53,7 +53,10 @@ static cl::opt<std::string>
              cl::sub(runCmd), cl::sub(traceCmd), cl::sub(explainCmd), cl::cat(attncCategory));
 
 // attnc run
-static cl::opt<std::string> runTarget("target", cl::desc("Where to run: cpu"), cl::init("cpu"),
+static cl::opt<std::string> runTarget("target",
+                                      cl::desc("Where to run: cpu, or gpu (the first CUDA device; "
+                                               "the spec's target defaults to its architecture)"),
+                                      cl::init("cpu"),
                                       cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runBatch("batch", cl::desc("Sequences in the batch (random inputs)"),
                                  cl::init(1), cl::sub(runCmd), cl::cat(attncCategory));
@@ -74,8 +77,9 @@ static cl::opt<uint64_t> runSeed("seed", cl::desc("Seed of the random inputs (de
 static cl::opt<double> runScale("scale", cl::desc("Softmax scale (default 1/sqrt(head_dim))"),
                                 cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runSplits("num-splits",
-                                  cl::desc("Splits for a decode spec with split_kv=auto"),
-                                  cl::init(4), cl::sub(runCmd), cl::cat(attncCategory));
+                                  cl::desc("Splits for a decode spec with split_kv=auto (CPU "
+                                           "default 4; GPU default: chosen from the SM count)"),
+                                  cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<std::string> runQ("q", cl::desc("Queries, .npy [num_q_heads, q_len, head_dim]"),
                                  cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<std::string>
@@ -302,7 +306,8 @@ int main(int argc, char **argv) {
       o.seed = runSeed;
     if (runScale.getNumOccurrences())
       o.scale = runScale;
-    o.numSplits = runSplits;
+    if (runSplits.getNumOccurrences())
+      o.numSplits = runSplits;
     o.q = runQ;
     o.k = runK;
     o.v = runV;

@@ -2,9 +2,9 @@
 //
 // The named steps an emitted prefill kernel calls, in the order of the
 // recurrence. A thread block holds kTileQ query rows of one query head,
-// 16 rows per warp, in mma fragments; K and V tiles pass through shared
-// memory. Cfg provides: Elem, kHeadDim, kTileQ, kTileKV, kPageSize, kMask,
-// kWindow, kThreads.
+// kRowBlocks blocks of 16 rows per warp, in mma fragments; K and V tiles
+// pass through shared memory. Cfg provides: Elem, kHeadDim, kTileQ,
+// kTileKV, kRowBlocks, kPageSize, kMask, kWindow, kThreads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,101 +44,159 @@ ATTN_DEVICE void load_tile(typename Cfg::Elem *smem, RowPtr row_ptr,
   }
 }
 
-/// S = Q K^T for this warp's 16 rows and the tile's keys, times
-/// scale * log2 e. The Q fragments are re-read from shared memory for each
-/// 16 columns of head_dim rather than held in registers for the whole loop:
-/// the registers go to acc, which large head dims need.
+/// The online-softmax state of one warp's rows: kRowBlocks blocks of 16.
 template <class Cfg>
-ATTN_DEVICE void qk(float (&s)[Cfg::kTileKV / 8][4], const typename Cfg::Elem *smem_q, int warp,
+struct WarpState {
+  RowState<Cfg::kTileKV, Cfg::kHeadDim> rows[Cfg::kRowBlocks];
+  ATTN_DEVICE void init() {
+#pragma unroll
+    for (int r = 0; r < Cfg::kRowBlocks; ++r)
+      rows[r].init();
+  }
+  ATTN_DEVICE void update(float (&s)[Cfg::kRowBlocks][Cfg::kTileKV / 8][4]) {
+#pragma unroll
+    for (int r = 0; r < Cfg::kRowBlocks; ++r)
+      rows[r].update(s[r]);
+  }
+};
+
+/// A warp's scores for one KV tile: 16 x kTileKV per row block.
+template <class Cfg>
+using Scores = float[Cfg::kRowBlocks][Cfg::kTileKV / 8][4];
+
+/// S = Q K^T for this warp's kRowBlocks * 16 rows and the tile's keys, times
+/// scale * log2 e. Each K fragment read from shared memory serves every row
+/// block of the warp (more rows per warp: less shared-memory traffic per
+/// mma). The Q fragments are re-read from shared memory for each 16 columns
+/// of head_dim rather than held in registers for the whole loop: the
+/// registers go to acc.
+template <class Cfg>
+ATTN_DEVICE void qk(Scores<Cfg> &s, const typename Cfg::Elem *smem_q, int warp,
                     const typename Cfg::Elem *smem_k, float scale_log2) {
   using QTile = SmemTile<Cfg::kTileQ, Cfg::kHeadDim>;
   using KTile = SmemTile<Cfg::kTileKV, Cfg::kHeadDim>;
+  constexpr int R = Cfg::kRowBlocks, NB = Cfg::kTileKV / 8;
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int nb = 0; nb < Cfg::kTileKV / 8; ++nb)
-    s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+      s[r][nb][0] = s[r][nb][1] = s[r][nb][2] = s[r][nb][3] = 0.f;
+  // This lane's row addresses at the first 16 columns; the others by SmemTile::step.
+  unsigned q_base[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    q_base[r] = smem_addr(smem_q + QTile::offset((warp * R + r) * 16 + lane % 16, lane / 16));
+  // Lanes 0-15 address key block nb, lanes 16-31 block nb + 1.
+  const unsigned k_base = smem_addr(smem_k + KTile::offset((lane / 16) * 8 + lane % 8, (lane / 8) % 2));
 #pragma unroll
   for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
-    unsigned a[4];
-    ldmatrix_x4(a, smem_q + QTile::offset(warp * 16 + lane % 16, kk * 2 + lane / 16));
+    unsigned a[R][4];
 #pragma unroll
-    for (int nb = 0; nb < Cfg::kTileKV / 8; ++nb) {
-      unsigned b[2];
-      ldmatrix_x2(b, smem_k + KTile::offset(nb * 8 + lane % 8, kk * 2 + (lane / 8) % 2));
-      Mma<typename Cfg::Elem>::run(s[nb], a, b);
+    for (int r = 0; r < R; ++r)
+      ldmatrix_x4(a[r], QTile::step(q_base[r], 2 * kk));
+#pragma unroll
+    for (int nb = 0; nb < NB; nb += 2) {
+      unsigned b[4]; // keys nb * 8 .. nb * 8 + 15
+      ldmatrix_x4(b, KTile::step(k_base, 2 * kk) + nb * 8 * KTile::kRowBytes);
+      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        Mma<typename Cfg::Elem>::run(s[r][nb], a[r], b0);
+        Mma<typename Cfg::Elem>::run(s[r][nb + 1], a[r], b1);
+      }
     }
   }
 #pragma unroll
-  for (int nb = 0; nb < Cfg::kTileKV / 8; ++nb)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      s[nb][i] *= scale_log2;
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        s[r][nb][i] *= scale_log2;
 }
 
 /// Hides the keys this warp's rows may not see (and keys past kv_len): -inf.
 /// Positions within one sequence fit in 32 bits; 64-bit arithmetic here
 /// would cost registers the accumulator needs.
 template <class Cfg>
-ATTN_DEVICE void apply_mask(float (&s)[Cfg::kTileKV / 8][4], i64 q_row0, i64 key0, i64 q_len,
-                            i64 kv_len) {
+ATTN_DEVICE void apply_mask(Scores<Cfg> &s, i64 q_row0, i64 key0, i64 q_len, i64 kv_len) {
   const int lane = threadIdx.x % 32;
-  const int row0 = static_cast<int>(q_row0) + lane / 4;
   const int col0 = static_cast<int>(key0) + (lane % 4) * 2;
 #pragma unroll
-  for (int nb = 0; nb < Cfg::kTileKV / 8; ++nb)
+  for (int r = 0; r < Cfg::kRowBlocks; ++r) {
+    const int row0 = static_cast<int>(q_row0) + r * 16 + lane / 4;
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (!is_visible<int>(Cfg::kMask, static_cast<int>(Cfg::kWindow), row0 + (i / 2) * 8,
-                           col0 + nb * 8 + i % 2, static_cast<int>(q_len),
-                           static_cast<int>(kv_len)))
-        s[nb][i] = ATTN_NEG_INF;
+    for (int nb = 0; nb < Cfg::kTileKV / 8; ++nb)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (!is_visible<int>(Cfg::kMask, static_cast<int>(Cfg::kWindow), row0 + (i / 2) * 8,
+                             col0 + nb * 8 + i % 2, static_cast<int>(q_len),
+                             static_cast<int>(kv_len)))
+          s[r][nb][i] = ATTN_NEG_INF;
+  }
 }
 
-/// acc += P V: the probabilities stay in registers as the A operand.
+/// acc += P V: the probabilities stay in registers as the A operand; each V
+/// fragment serves every row block of the warp.
 template <class Cfg>
-ATTN_DEVICE void accumulate_pv(RowState<Cfg::kTileKV, Cfg::kHeadDim> &state,
-                               const float (&p)[Cfg::kTileKV / 8][4],
+ATTN_DEVICE void accumulate_pv(WarpState<Cfg> &state, const Scores<Cfg> &p,
                                const typename Cfg::Elem *smem_v) {
   using Tile = SmemTile<Cfg::kTileKV, Cfg::kHeadDim>;
   using M = Mma<typename Cfg::Elem>;
+  constexpr int R = Cfg::kRowBlocks;
   const int lane = threadIdx.x % 32;
+  // Lanes 0-15 address output columns nb * 8.., lanes 16-31 (nb + 1) * 8..
+  const unsigned v_base = smem_addr(smem_v + Tile::offset(lane % 16, lane / 16));
 #pragma unroll
   for (int kk = 0; kk < Cfg::kTileKV / 16; ++kk) {
-    unsigned a[4] = {M::pack(p[2 * kk][0], p[2 * kk][1]), M::pack(p[2 * kk][2], p[2 * kk][3]),
-                     M::pack(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                     M::pack(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    unsigned a[R][4];
 #pragma unroll
-    for (int nb = 0; nb < Cfg::kHeadDim / 8; ++nb) {
-      unsigned b[2];
-      const int key = kk * 16 + lane % 16;
-      ldmatrix_x2_trans(b, smem_v + Tile::offset(key, nb));
-      M::run(state.acc[nb], a, b);
+    for (int r = 0; r < R; ++r) {
+      a[r][0] = M::pack(p[r][2 * kk][0], p[r][2 * kk][1]);
+      a[r][1] = M::pack(p[r][2 * kk][2], p[r][2 * kk][3]);
+      a[r][2] = M::pack(p[r][2 * kk + 1][0], p[r][2 * kk + 1][1]);
+      a[r][3] = M::pack(p[r][2 * kk + 1][2], p[r][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int nb = 0; nb < Cfg::kHeadDim / 8; nb += 2) {
+      unsigned b[4]; // output columns nb * 8 .. nb * 8 + 15
+      ldmatrix_x4_trans(b, Tile::step(v_base, nb) + kk * 16 * Tile::kRowBytes);
+      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        M::run(state.rows[r].acc[nb], a[r], b0);
+        M::run(state.rows[r].acc[nb + 1], a[r], b1);
+      }
     }
   }
 }
 
 /// out = acc / l for this warp's rows that exist; lse when asked for.
 template <class Cfg>
-ATTN_DEVICE void store_output(RowState<Cfg::kTileKV, Cfg::kHeadDim> &state,
-                              Rows<typename Cfg::Elem> out, float *lse, long long lse_stride,
-                              i64 row0) {
+ATTN_DEVICE void store_output(WarpState<Cfg> &state, Rows<typename Cfg::Elem> out, float *lse,
+                              long long lse_stride, i64 row0) {
   using M = Mma<typename Cfg::Elem>;
   const int lane = threadIdx.x % 32;
-  float inv_l[2], row_lse[2];
-  state.finish(inv_l, row_lse);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const i64 row = row0 + lane / 4 + r * 8;
-    if (row >= out.len)
-      continue; // rows past q_len are dropped
-    typename Cfg::Elem *dst = out.row(row);
+  for (int rb = 0; rb < Cfg::kRowBlocks; ++rb) {
+    RowState<Cfg::kTileKV, Cfg::kHeadDim> &rows = state.rows[rb];
+    float inv_l[2], row_lse[2];
+    rows.finish(inv_l, row_lse);
 #pragma unroll
-    for (int nb = 0; nb < Cfg::kHeadDim / 8; ++nb) {
-      const unsigned packed = M::pack(state.acc[nb][2 * r] * inv_l[r], state.acc[nb][2 * r + 1] * inv_l[r]);
-      *reinterpret_cast<unsigned *>(dst + nb * 8 + (lane % 4) * 2) = packed;
+    for (int r = 0; r < 2; ++r) {
+      const i64 row = row0 + rb * 16 + lane / 4 + r * 8;
+      if (row >= out.len)
+        continue; // rows past q_len are dropped
+      typename Cfg::Elem *dst = out.row(row);
+#pragma unroll
+      for (int nb = 0; nb < Cfg::kHeadDim / 8; ++nb) {
+        const unsigned packed = M::pack(rows.acc[nb][2 * r] * inv_l[r], rows.acc[nb][2 * r + 1] * inv_l[r]);
+        *reinterpret_cast<unsigned *>(dst + nb * 8 + (lane % 4) * 2) = packed;
+      }
+      if (lse && lane % 4 == 0)
+        lse[row * lse_stride] = row_lse[r];
     }
-    if (lse && lane % 4 == 0)
-      lse[row * lse_stride] = row_lse[r];
   }
 }
 

@@ -67,11 +67,18 @@ ATTN_DEVICE void ldmatrix_x4(unsigned (&r)[4], const void *row) {
                : "r"(smem_addr(row)));
 }
 
-/// Two 8x8 matrices, transposed on the way in (V, whose rows are keys).
-ATTN_DEVICE void ldmatrix_x2_trans(unsigned (&r)[2], const void *row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_addr(row)));
+/// The same, from a shared-memory address (see SmemTile::step).
+ATTN_DEVICE void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+/// Four 8x8 matrices, transposed on the way in (V, whose rows are keys).
+ATTN_DEVICE void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
 }
 
 /// Two 8x8 matrices (K, whose rows are keys: already the col layout B wants).

@@ -19,25 +19,27 @@ namespace attn {
 namespace kernel {
 
 /// One sequence's keys or values. kPageSize = 0: contiguous rows
-/// base[t * token_stride + h * head_stride]; otherwise pages
-/// base[page * page_stride + slot * token_stride + h * head_stride].
-template <typename T, int kPageSize>
+/// base[t * token_stride + h * kHeadDim]; otherwise pages
+/// base[(page * kPageSize + slot) * token_stride + h * kHeadDim]. Sizes are
+/// 32-bit (the runtime checks they fit): this struct lives in registers
+/// through the whole KV loop, next to the accumulator.
+template <typename T, int kPageSize, int kHeadDim>
 struct KVCache {
   const T *base;
   const int *block_table; ///< this sequence's pages, in order (paged only)
-  i64 num_pages;          ///< pages in the whole cache (paged only)
-  i64 kv_len;
-  i64 token_stride, head_stride, page_stride; ///< in elements
+  int num_pages;          ///< pages in the whole cache (paged only)
+  int kv_len;
+  int token_stride;       ///< elements between tokens: num_kv_heads * head_dim
 
-  ATTN_DEVICE const T *row(i64 t, int h) const {
+  ATTN_DEVICE const T *row(int t, int h) const {
     if (t < 0 || t >= kv_len)
       return nullptr;
     if (kPageSize == 0)
-      return base + t * token_stride + h * head_stride;
-    const i64 page = block_table[t / kPageSize];
+      return base + (i64)t * token_stride + h * kHeadDim;
+    const int page = block_table[t / kPageSize];
     if (page < 0 || page >= num_pages)
       return nullptr; // never read outside the cache
-    return base + page * page_stride + (t % kPageSize) * token_stride + h * head_stride;
+    return base + ((i64)page * kPageSize + t % kPageSize) * token_stride + h * kHeadDim;
   }
 };
 

@@ -10,6 +10,9 @@
 //            paged: [num_pages, page_size, num_kv_heads, head_dim], sequence b's
 //            pages in block_table[b * block_table_stride ...], its length seq_lens_k[b]
 //   lse      [total_q, num_q_heads] fp32, natural log
+//   workspace  split-KV decode with num_splits > 1: partial outputs
+//            [num_splits, total_q, num_q_heads, head_dim] fp32, then partial lse
+//            [num_splits, total_q, num_q_heads] fp32
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,9 +28,24 @@ struct Params {
   unsigned long long cu_seqlens_k;               ///< int32 [batch + 1] (contiguous KV)
   unsigned long long seq_lens_k;                 ///< int32 [batch] (paged KV)
   unsigned long long block_table;                ///< int32 [batch, block_table_stride]
+  unsigned long long workspace;                  ///< fp32, split-KV decode only
   long long block_table_stride, num_pages;
   int batch, num_q_heads, num_kv_heads;
+  int num_splits;                                ///< decode: KV splits per sequence (>= 1)
   float scale_log2;                              ///< softmax scale * log2(e)
+};
+
+/// How an emitted kernel is launched (the emitter fills it; AOT bundles
+/// store it). Prefill: grid (ceil(max q_len / tile_q), num_q_heads, batch).
+/// Decode: grid (num_splits, num_kv_heads, batch); with num_splits > 1 the
+/// "<name>_merge" kernel follows on grid (max q_len, num_q_heads, batch)
+/// with merge_threads threads. Dynamic shared memory: shared_bytes.
+struct LaunchShape {
+  int threads = 0;
+  int shared_bytes = 0;
+  int tile_q = 0;
+  bool decode = false;
+  int merge_threads = 0;
 };
 
 } // namespace kernel

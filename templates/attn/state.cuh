@@ -89,21 +89,20 @@ struct RowState {
   }
 };
 
-/// attn-split-kv: merges partial results of disjoint key ranges, each given
-/// as (lse, normalised output o). The weights exp(lse_i - lse) follow the
-/// rescale rule; a part whose lse is -inf saw no key and weighs 0.
-/// Returns the merged lse; `o` receives the merged output for one element
-/// when called per element with the same lse values.
-ATTN_DEVICE float merged_lse(const float *lse, int parts) {
+/// attn-split-kv: the lse of partial results of disjoint key ranges, each
+/// given as (lse_i, normalised output o_i) with lse_i at lse[i * stride];
+/// the merged output is then sum_i exp(lse_i - lse) o_i. The weights follow
+/// the rescale rule; a part whose lse is -inf saw no key and weighs 0.
+ATTN_DEVICE float merged_lse(const float *lse, int parts, i64 stride) {
   float top = ATTN_NEG_INF;
   for (int i = 0; i < parts; ++i)
-    top = lse[i] > top ? lse[i] : top;
+    top = lse[i * stride] > top ? lse[i * stride] : top;
   // attn-safe-init: every part empty: the merged row saw no key either.
   if (top == ATTN_NEG_INF)
     return top;
   float sum = 0.f;
   for (int i = 0; i < parts; ++i)
-    sum += expf(lse[i] - top); // a part with lse = -inf adds exp(-inf) = 0
+    sum += expf(lse[i * stride] - top); // a part with lse = -inf adds exp(-inf) = 0
   return top + logf(sum);
 }
 

@@ -43,6 +43,17 @@ struct SmemTile {
     const int swizzled = kChunks % 8 == 0 ? (chunk ^ (row % 8)) : chunk;
     return row * kCols + swizzled * 8;
   }
+  /// The shared-memory address of chunk chunk0 + delta of a row, from
+  /// `base`, the address of chunk chunk0 (< 8) of that row, where delta's
+  /// low three bits do not overlap chunk0's: one XOR and one add, cheap
+  /// enough to recompute at each use, so the compiler need not keep an
+  /// address per chunk in registers. The tile must start 128-byte aligned.
+  ATTN_DEVICE static unsigned step(unsigned base, int delta) {
+    if (kChunks % 8 != 0)
+      return base + delta * 16;
+    return (base ^ ((delta % 8) * 16)) + (delta / 8) * 128;
+  }
+  static constexpr int kRowBytes = kCols * 2;
 };
 
 } // namespace kernel

@@ -1,25 +1,46 @@
 #!/usr/bin/env bash
-# Runs the GPU checks from prebuilt portable binaries (scripts/build.sh --static
-# attn-gpu-check) on a machine with a GPU, writing logs to a folder.
-#   tests/gpu/run-on-gpu.sh [LOG_DIR]      (default: $OUT, else ./gpu-logs)
-# 1. attn-gpu-check: the emitted kernels against the fp64 reference, every spec.
+# Runs the GPU checks from the packed portable binaries (tests/gpu/pack.sh) on
+# a machine with a GPU, writing logs to a folder.
+#   tests/gpu/run-on-gpu.sh [--bench] [LOG_DIR]   (LOG_DIR default: $OUT, else ./gpu-logs)
+# 1. attn-gpu-check: every kernel family against the fp64 reference, then the
+#    launch contract (graph capture, refused arguments, the checking mode).
 # 2. JIT latency through the kernel cache: cold NVRTC, disk hit, memory hit.
-# 3. compute-sanitizer memcheck and racecheck on a small case of each family.
+# 3. attnc run --target gpu on random and ragged inputs.
+# 4. compute-sanitizer memcheck and racecheck on a small case of each family.
+# 5. With --bench: PERF.md's shapes, attnc then PyTorch SDPA in the same run.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+bench=0
+if [ "${1:-}" = "--bench" ]; then bench=1; shift; fi
 logs="${1:-${OUT:-$root/gpu-logs}}"
 mkdir -p "$logs"
-bin="${ATTNC_BUILD_DIR:-$root/build-static}/bin/attn-gpu-check"
-[ -x "$bin" ] || { echo "no $bin: build it with scripts/build.sh --static attn-gpu-check" >&2; exit 2; }
+pack="${ATTNC_GPU_BIN:-$root/build-static/pack}"
+check="$pack/attn-gpu-check"
+[ -x "$check" ] || { echo "no $check: run tests/gpu/pack.sh on the build machine" >&2; exit 2; }
+attnc="$pack/attnc"
+if [ ! -x "$attnc" ] && [ -f "$pack/attnc.xz" ]; then
+  attnc="$(mktemp -d)/attnc"
+  xz -dc "$pack/attnc.xz" > "$attnc" && chmod +x "$attnc"
+fi
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 status=0
-"$bin" 2>&1 | tee "$logs/gpu-check.log" || status=1
-"$bin" --jit 2>&1 | tee "$logs/jit.log" || status=1
+"$check" 2>&1 | tee "$logs/gpu-check.log" || status=1
+"$check" --jit 2>&1 | tee "$logs/jit.log" || status=1
+for spec in "mode=decode,page_size=16,gqa=8,mask=causal,return_lse=true --batch 5 --ragged --kv-len 5000" \
+            "mask=sliding_window(200),head_dim=64,page_size=16,gqa=2 --batch 3 --ragged --q-len 700"; do
+  # shellcheck disable=SC2086
+  "$attnc" run --target gpu --spec $spec 2>&1 | tee -a "$logs/attnc-run.log" | tail -n 3 || status=1
+done
 small=(--quick --spec "dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true"
        --spec "dtype=f16,mask=sliding_window(100),head_dim=64"
-       --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16")
+       --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16"
+       --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true")
 for tool in memcheck racecheck; do
-  compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
-  tail -n 1 "$logs/$tool.log"
+  compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
+  echo "$tool: $(tail -n 1 "$logs/$tool.log")"
 done
+if [ $bench = 1 ]; then
+  "$check" --bench 2>&1 | tee "$logs/bench.log" || status=1
+  python3 "$root/tests/gpu/sdpa_anchor.py" 2>&1 | tee "$logs/sdpa.log" || status=1
+fi
 exit $status

@@ -1,10 +1,13 @@
-"""PyTorch SDPA anchors on PERF.md's prefill shapes, in the same run as attnc.
+"""PyTorch SDPA anchors on PERF.md's shapes, in the same run as attnc.
 
-    python3 sdpa_anchor.py        prints ms and TFLOP/s for the flash and cuDNN backends
+    python3 sdpa_anchor.py        prints ms and TFLOP/s (prefill) or GB/s (decode)
+                                  for the flash and cuDNN backends
 """
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
+
+BACKENDS = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
 
 for hd in (64, 128):
     for causal in (False, True):
@@ -13,8 +16,26 @@ for hd in (64, 128):
             q, k, v = (torch.randn(b, h, n, hd, device="cuda", dtype=torch.bfloat16) for _ in range(3))
             flops = 4 * b * h * n * n * hd * (0.5 if causal else 1.0)
             row = f"hd {hd:3d}  N {n:5d}  {'causal' if causal else 'full':8s}"
-            for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            for name, backend in BACKENDS:
                 with sdpa_kernel(backend):
                     ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
                 row += f"  {name} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s"
             print(row, flush=True)
+            del q, k, v
+
+# Decode: one query token, a contiguous KV cache, GQA; GB/s of K + V bytes read.
+for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
+                      (128, 32, 8, 4096), (8, 64, 8, 32768)):
+    q = torch.randn(b, hq, 1, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    nbytes = 2 * k.numel() * k.element_size()
+    row = f"B {b:3d}  heads {hq:2d}/{hkv}  kv {n:5d}"
+    for name, backend in BACKENDS:
+        try:
+            with sdpa_kernel(backend):
+                ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+            row += f"  {name} {ms:8.3f} ms {nbytes / ms / 1e6:7.1f} GB/s"
+        except RuntimeError as e:
+            row += f"  {name} n/a ({str(e).splitlines()[0][:40]})"
+    print(row, flush=True)
+    del q, k, v

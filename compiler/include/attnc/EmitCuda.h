@@ -4,6 +4,7 @@
 #define ATTNC_EMITCUDA_H
 
 #include "attn/Spec.h"
+#include "attn/params.cuh"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -11,14 +12,8 @@
 
 namespace attn {
 
-/// The launch shape of an emitted kernel: grid = (ceil(max q_len / tile_q),
-/// num_q_heads, batch), `threads` per block, `sharedBytes` of dynamic
-/// shared memory.
-struct CudaLaunchShape {
-  int threads = 0;
-  int sharedBytes = 0;
-  int tileQ = 0;
-};
+/// How the emitted kernels are launched (templates/attn/params.cuh).
+using CudaLaunchShape = kernel::LaunchShape;
 
 /// Prints the kernel of `module` (the final tile-level IR of `spec`, after
 /// the whole attn pipeline) as one CUDA source that includes the attnc

@@ -30,6 +30,7 @@ namespace {
 struct KernelPlan {
   std::string name;
   bool paged = false, lse = false;
+  bool splits = false; ///< attn-split-kv ran: a kv_splits loop
   int64_t group = 1;
   struct KVLoop {
     std::string lower, upper; ///< fields of the TileRange
@@ -58,10 +59,6 @@ std::string tileField(Value bound) {
 
 bool readPlan(func::FuncOp func, const Spec &spec, KernelPlan &plan, std::string &error) {
   plan.name = func.getName().str();
-  if (spec.mode == Mode::Decode && spec.split_kv != 1) {
-    error = "decode kernels with split-KV are not emitted yet; use split_kv=1";
-    return false;
-  }
   scf::ForOp heads, qTiles;
   func.walk([&](scf::ForOp loop) {
     if (isLoopWithRole(loop, "heads"))
@@ -82,6 +79,8 @@ bool readPlan(func::FuncOp func, const Spec &spec, KernelPlan &plan, std::string
   qTiles.walk([&](Operation *op) {
     plan.paged |= isa<BlockTableLookupOp>(op);
     plan.lse |= isa<LseOp>(op);
+    if (auto loop = dyn_cast<scf::ForOp>(op); loop && isLoopWithRole(loop, "kv_splits"))
+      plan.splits = true;
     if (auto loop = dyn_cast<scf::ForOp>(op); loop && isLoopWithRole(loop, "kv_tiles")) {
       KernelPlan::KVLoop kv;
       kv.lower = tileField(loop.getLowerBound());
@@ -98,8 +97,10 @@ bool readPlan(func::FuncOp func, const Spec &spec, KernelPlan &plan, std::string
     error = "the query-tile loop holds no KV-tile loop";
     return false;
   }
+  // Decode blocks walk their split's tiles in one loop; prefill prints one
+  // loop per class, with the bounds attn-mask-tiles computed.
   for (const auto &kv : plan.loops)
-    if (kv.lower.empty() || kv.upper.empty()) {
+    if (spec.mode == Mode::Prefill && (kv.lower.empty() || kv.upper.empty())) {
       error = "a KV-tile loop's bounds do not come from attn.classify_tiles: run attn-mask-tiles";
       return false;
     }
@@ -117,6 +118,223 @@ const char *maskCode(const Mask &m) {
   }
   return "kMaskNone";
 }
+
+/// The kernel's compile-time configuration: what the spec and the IR fix.
+void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, int64_t tileQ,
+                 int64_t warpRows, int threads) {
+  const char *elem = spec.dtype == DType::BF16 ? "__nv_bfloat16" : "__half";
+  const bool decode = spec.mode == Mode::Decode;
+  o << "// attnc " << ATTNC_VERSION << ": " << spec.str() << "\n"
+    << "// Emitted from the tile-level IR of @" << plan.name
+    << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
+       "attn/*.cuh templates.\n"
+    << "#include \"attn/" << (decode ? "decode" : "block") << ".cuh\"\n\n"
+    << "using namespace attn::kernel;\n\n"
+    << "namespace {\nstruct Cfg {\n"
+    << "  using Elem = " << elem << ";\n"
+    << "  static constexpr int kHeadDim = " << spec.head_dim << ";\n"
+    << "  static constexpr int kTileQ = " << tileQ
+    << (decode ? ";   // rows per block: the group's heads x query tokens\n"
+               : ";   // query rows per thread block\n")
+    << "  static constexpr int kTileKV = " << spec.tile_kv
+    << (decode ? ";  // keys per KV tile, 16 per warp\n" : ";  // keys per KV tile\n")
+    << "  static constexpr int kGroup = " << plan.group
+    << ";   // attn-share-kv-heads: query heads per KV head\n"
+    << "  static constexpr int kPageSize = " << (plan.paged ? spec.page_size : 0)
+    << "; // attn-page-kv: tokens per page (0: contiguous)\n"
+    << "  static constexpr int kMask = " << maskCode(spec.mask) << ";\n"
+    << "  static constexpr long long kWindow = " << spec.mask.window << ";\n"
+    << "  static constexpr int kThreads = " << threads << ";\n";
+  if (!decode)
+    o << "  static constexpr int kWarpRows = " << warpRows
+      << ";  // query rows per warp: each K/V fragment serves them all\n"
+      << "  static constexpr int kRowBlocks = kWarpRows / 16;\n";
+  if (decode)
+    o << "  static constexpr int kStages = 2; // K/V tiles in flight: the next loads during this one\n";
+  o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
+}
+
+/// The sequence's keys and values: contiguous rows or pages through the table.
+void printKVCache(std::ostringstream &o, bool paged) {
+  if (paged)
+    o << "  // attn-page-kv: this sequence's keys and values, through its block table.\n"
+      << "  const i64 kv_len = reinterpret_cast<const int *>(p.seq_lens_k)[seq];\n"
+      << "  const int *table = reinterpret_cast<const int *>(p.block_table) + seq * p.block_table_stride;\n"
+      << "  using Cache = KVCache<Elem, Cfg::kPageSize, Cfg::kHeadDim>;\n"
+      << "  const Cache keys = {reinterpret_cast<const Elem *>(p.k), table, (int)p.num_pages, (int)kv_len,\n"
+      << "                      p.num_kv_heads * Cfg::kHeadDim};\n"
+      << "  const Cache values = {reinterpret_cast<const Elem *>(p.v), table, (int)p.num_pages, (int)kv_len,\n"
+      << "                        p.num_kv_heads * Cfg::kHeadDim};\n";
+  else
+    o << "  const int *cu_k = reinterpret_cast<const int *>(p.cu_seqlens_k);\n"
+      << "  const i64 kv_begin = cu_k[seq], kv_len = cu_k[seq + 1] - kv_begin;\n"
+      << "  const i64 token = (i64)p.num_kv_heads * Cfg::kHeadDim;\n"
+      << "  using Cache = KVCache<Elem, 0, Cfg::kHeadDim>;\n"
+      << "  const Cache keys = {reinterpret_cast<const Elem *>(p.k) + kv_begin * token, nullptr, 0,\n"
+      << "                      (int)kv_len, (int)token};\n"
+      << "  const Cache values = {reinterpret_cast<const Elem *>(p.v) + kv_begin * token, nullptr, 0,\n"
+      << "                        (int)kv_len, (int)token};\n";
+}
+
+void printPrefill(std::ostringstream &o, const KernelPlan &plan) {
+  o << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads) " << plan.name
+    << "(const Params p) {\n"
+    << "  // The heads and q_tiles loops are the grid: x = query tile, y = query head, z = sequence.\n"
+    << "  const int head = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x / 32;\n"
+    << "  const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);\n"
+    << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin;\n"
+    << "  const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ;\n"
+    << "  if (q_start >= q_len)\n    return;\n"
+    << "  // attn-share-kv-heads: query heads kGroup * h .. kGroup * h + kGroup - 1 read KV head h.\n"
+    << "  const int kv_head = head / Cfg::kGroup;\n";
+  printKVCache(o, plan.paged);
+  o << "  const i64 q_row = (i64)p.num_q_heads * Cfg::kHeadDim;\n"
+    << "  const Elem *q = reinterpret_cast<const Elem *>(p.q) + q_begin * q_row + head * Cfg::kHeadDim;\n"
+    << "  extern __shared__ __align__(128) unsigned char smem[];\n"
+    << "  Elem *smem_q = reinterpret_cast<Elem *>(smem);\n"
+    << "  Elem *smem_k = smem_q + Cfg::kTileQ * Cfg::kHeadDim;\n"
+    << "  Elem *smem_v = smem_k + Cfg::kTileKV * Cfg::kHeadDim;\n\n"
+    << "  // attn-online-softmax: the query tile is loaded once (rows past q_len read as zero).\n"
+    << "  load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
+    << "    return q_start + r < q_len ? q + (q_start + r) * q_row : nullptr; }, q);\n"
+    << "  cp_async_commit();\n  cp_async_wait<0>();\n  __syncthreads();\n"
+    << "  // attn-online-softmax: m = -inf, l = 0, acc = 0 for this warp's kWarpRows rows.\n"
+    << "  WarpState<Cfg> state;\n  state.init();\n"
+    << "  // attn-mask-tiles: which KV tiles some query of this block sees, by class.\n"
+    << "  const TileRange tiles = classify_tiles(Cfg::kMask, Cfg::kWindow, q_start, Cfg::kTileQ,\n"
+    << "                                         Cfg::kTileKV, q_len, kv_len);\n";
+  for (const auto &kv : plan.loops) {
+    o << "\n  // attn-mask-tiles: " << kv.why << ".\n"
+      << "  for (i64 j = tiles." << kv.lower << "; j < tiles." << kv.upper << "; ++j) {\n"
+      << "    // " << (plan.paged ? "attn-page-kv: every K and V row through the block table (KVCache::row)."
+                                  : "The K and V rows of tile j; rows past kv_len read as zero.")
+      << "\n"
+      << "    load_tile<Cfg, Cfg::kTileKV>(smem_k, [&](int r) { return keys.row((int)j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
+      << "    cp_async_commit();\n"
+      << "    load_tile<Cfg, Cfg::kTileKV>(smem_v, [&](int r) { return values.row((int)j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
+      << "    cp_async_commit();\n"
+      << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
+      << "    __syncthreads();\n"
+      << "    Scores<Cfg> s;\n"
+      << "    qk<Cfg>(s, smem_q, warp, smem_k, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
+    if (kv.masked)
+      o << "    // attn-mask-tiles: a partial tile: hide the keys this warp's rows may not see.\n"
+        << "    apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, j * Cfg::kTileKV, q_len, kv_len);\n";
+    o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
+      << "    // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
+      << "    state.update(s);\n"
+      << "    cp_async_wait<0>(); // V has arrived\n"
+      << "    __syncthreads();\n"
+      << "    accumulate_pv<Cfg>(state, s, smem_v); // acc += P V\n"
+      << "    __syncthreads(); // the next tile overwrites K and V\n  }\n";
+  }
+  o << "\n  // attn-online-softmax: normalise once, at the end: out = acc / l"
+    << (plan.lse ? ", lse = m + log l" : "") << ".\n"
+    << "  const Rows<Elem> out = {reinterpret_cast<Elem *>(p.o) + q_begin * q_row + head * Cfg::kHeadDim,\n"
+    << "                          q_row, q_len};\n"
+    << "  store_output<Cfg>(state, out, "
+    << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + head, p.num_q_heads"
+                 : "nullptr, 0")
+    << ", q_start + warp * Cfg::kWarpRows);\n}\n";
+}
+
+void printDecode(std::ostringstream &o, const KernelPlan &plan) {
+  bool masked = false;
+  for (const auto &kv : plan.loops)
+    masked |= kv.masked;
+  o << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads) " << plan.name
+    << "(const Params p) {\n"
+    << "  // attn-share-kv-heads: one block per KV head; its rows are the group's query heads.\n"
+    << "  // attn-split-kv: the kv_splits loop is the grid's x. Grid: x = split, y = KV head,\n"
+    << "  // z = sequence.\n"
+    << "  const int split = blockIdx.x, kv_head = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x / 32;\n"
+    << "  const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);\n"
+    << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin, total_q = cu_q[p.batch];\n"
+    << "  const int rows = static_cast<int>(q_len) * Cfg::kGroup; // row r: token r / kGroup, head r % kGroup\n";
+  printKVCache(o, plan.paged);
+  o << "  const i64 q_row = (i64)p.num_q_heads * Cfg::kHeadDim;\n"
+    << "  const i64 first_head = (i64)kv_head * Cfg::kGroup;\n"
+    << "  const Elem *q = reinterpret_cast<const Elem *>(p.q) + q_begin * q_row + first_head * Cfg::kHeadDim;\n"
+    << "  extern __shared__ __align__(128) unsigned char smem[];\n"
+    << "  Elem *smem_q = reinterpret_cast<Elem *>(smem);\n"
+    << "  Elem *smem_kv = smem_q + Cfg::kTileQ * Cfg::kHeadDim; // [kStages][K, V][kTileKV][kHeadDim]\n"
+    << "  float *scratch = reinterpret_cast<float *>(smem_kv);   // the warps' states, after the loop\n"
+    << "  auto smem_k = [&](int stage) { return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
+    << "  auto smem_v = [&](int stage) { return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
+    << "  // attn-page-kv: every K and V row through the block table (KVCache::row).\n"
+    << "  auto load_kv = [&](i64 j, int stage) {\n"
+    << "    load_tile<Cfg, Cfg::kTileKV>(smem_k(stage), [&](int r) { return keys.row((int)j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
+    << "    load_tile<Cfg, Cfg::kTileKV>(smem_v(stage), [&](int r) { return values.row((int)j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
+    << "  };\n"
+    << "  // attn-split-kv: one split writes the output; several write partial results\n"
+    << "  // (normalised output and lse) to the workspace for the merge kernel.\n"
+    << "  float *part = reinterpret_cast<float *>(p.workspace);\n"
+    << "  const i64 part_rows = total_q * p.num_q_heads;\n"
+    << "  const bool partial = p.num_splits > 1;\n"
+    << "  const DecodeSink<Cfg> sink = {\n"
+    << "      reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,\n"
+    << "      " << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + first_head"
+                           : "nullptr")
+    << ",\n"
+    << "      partial ? part + (split * total_q + q_begin) * q_row + first_head * Cfg::kHeadDim : nullptr,\n"
+    << "      partial ? part + p.num_splits * part_rows * Cfg::kHeadDim + split * part_rows +\n"
+    << "                    q_begin * p.num_q_heads + first_head : nullptr,\n"
+    << "      q_row, p.num_q_heads};\n\n"
+    << "  // The q_tiles loop: 16 rows at a time (one pass for a decode step's few tokens).\n"
+    << "  for (int row0 = 0; row0 < rows; row0 += Cfg::kTileQ) {\n"
+    << "    // attn-mask-tiles: the KV tiles the query tokens of these rows see, by class.\n"
+    << "    const i64 tok0 = row0 / Cfg::kGroup, tok1 = (min(row0 + Cfg::kTileQ, rows) - 1) / Cfg::kGroup;\n"
+    << "    const TileRange tiles = classify_tiles(Cfg::kMask, Cfg::kWindow, tok0, tok1 - tok0 + 1,\n"
+    << "                                           Cfg::kTileKV, q_len, kv_len);\n"
+    << "    // attn-split-kv: this block's share of them.\n"
+    << "    const SplitTiles mine = split_range(tiles.lo, tiles.hi, split, p.num_splits);\n"
+    << "    load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
+    << "      const int row = row0 + r;\n"
+    << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
+    << "    if (mine.lo < mine.hi)\n      load_kv(mine.lo, 0);\n"
+    << "    cp_async_commit();\n"
+    << "    // attn-online-softmax: m = -inf, l = 0, acc = 0; each warp takes 16 keys of every tile.\n"
+    << "    DecodeState<Cfg> state;\n    state.init();\n"
+    << "    for (i64 j = mine.lo; j < mine.hi; ++j) {\n"
+    << "      const int stage = (j - mine.lo) % Cfg::kStages;\n"
+    << "      if (j + 1 < mine.hi) // the next tile loads while this one is used\n"
+    << "        load_kv(j + 1, (j + 1 - mine.lo) % Cfg::kStages);\n"
+    << "      cp_async_commit();\n"
+    << "      cp_async_wait<1>(); // tile j has arrived\n"
+    << "      __syncthreads();\n"
+    << "      DecodeScores<Cfg> s;\n"
+    << "      decode_qk<Cfg>(s, smem_q, smem_k(stage), warp, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
+  if (masked)
+    o << "      // attn-mask-tiles: a partial tile: hide the keys a row's token may not see.\n"
+      << "      if (j < tiles.full_lo || j >= tiles.full_hi)\n"
+      << "        decode_mask<Cfg>(s, row0, j * Cfg::kTileKV + warp * 16, q_len, kv_len);\n";
+  o << "      // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
+    << "      // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
+    << "      state.update(s);\n"
+    << "      decode_pv<Cfg>(state, s, smem_v(stage), warp); // acc += P V\n"
+    << "      __syncthreads(); // the stage is reloaded two tiles on\n"
+    << "    }\n"
+    << "    cp_async_wait<0>();\n"
+    << "    __syncthreads();\n"
+    << "    // attn-split-kv: merge the warps' states; attn-online-softmax: out = acc / l"
+    << (plan.lse ? ", lse = m + log l" : "") << ".\n"
+    << "    decode_store<Cfg>(state, scratch, row0, rows, sink);\n"
+    << "  }\n}\n\n";
+
+  o << "// attn-split-kv: the merge of the splits' partial results, launched after the kernel\n"
+    << "// above when num_splits > 1. Grid: x = query token, y = query head, z = sequence.\n"
+    << "extern \"C\" __global__ void __launch_bounds__(128) " << plan.name << "_merge(const Params p) {\n"
+    << "  const int token = blockIdx.x, head = blockIdx.y, seq = blockIdx.z;\n"
+    << "  const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);\n"
+    << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin, total_q = cu_q[p.batch];\n"
+    << "  if (token >= q_len)\n    return;\n"
+    << "  const i64 row = (q_begin + token) * p.num_q_heads + head, part_rows = total_q * p.num_q_heads;\n"
+    << "  const float *part = reinterpret_cast<const float *>(p.workspace);\n"
+    << "  merge_splits<Cfg>(part + row * Cfg::kHeadDim, part_rows * Cfg::kHeadDim,\n"
+    << "                    part + p.num_splits * part_rows * Cfg::kHeadDim + row, part_rows, p.num_splits,\n"
+    << "                    reinterpret_cast<Elem *>(p.o) + row * Cfg::kHeadDim, "
+    << (plan.lse ? "reinterpret_cast<float *>(p.lse) + row" : "nullptr") << ");\n}\n";
+}
 } // namespace
 
 bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunchShape &shape,
@@ -133,114 +351,31 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   KernelPlan plan;
   if (!readPlan(*funcs.begin(), spec, plan, error))
     return false;
-  // Prefill: 16 query rows per warp. Decode: one warp of up to 16 rows.
-  const int64_t tileQ = spec.mode == Mode::Decode ? 16 : spec.tile_q;
+  const bool decode = spec.mode == Mode::Decode;
+  // Prefill: 16 query rows per warp. Decode: 16 rows (the group's heads for
+  // the query tokens) per block, 16 keys of each tile per warp (the spec
+  // keeps tile_kv a multiple of 16 on GPU targets).
+  const int64_t tileQ = decode ? 16 : spec.tile_q;
   if (tileQ % 16 != 0) {
     error = "tile_q = " + std::to_string(tileQ) + " is not a multiple of 16";
     return false;
   }
-  shape.tileQ = static_cast<int>(tileQ);
-  shape.threads = static_cast<int>(tileQ / 16 * 32);
-  shape.sharedBytes = static_cast<int>((tileQ + 2 * spec.tile_kv) * spec.head_dim * 2);
+  shape.decode = decode;
+  shape.tile_q = static_cast<int>(tileQ);
+  // 32 query rows per warp halve the shared-memory reads per mma; larger
+  // head dims keep 16: two accumulators and two score tiles would spill.
+  const int64_t warpRows = !decode && spec.head_dim <= 64 && tileQ % 32 == 0 ? 32 : 16;
+  shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / warpRows * 32);
+  const int64_t kvTiles = decode ? 2 * 2 : 2; // decode: K and V, two stages
+  shape.shared_bytes = static_cast<int>((tileQ + kvTiles * spec.tile_kv) * spec.head_dim * 2);
+  shape.merge_threads = decode ? 128 : 0;
 
   std::ostringstream o;
-  const char *elem = spec.dtype == DType::BF16 ? "__nv_bfloat16" : "__half";
-  o << "// attnc " << ATTNC_VERSION << ": " << spec.str() << "\n"
-    << "// Emitted from the tile-level IR of @" << plan.name
-    << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
-       "attn/*.cuh templates.\n"
-    << "#include \"attn/block.cuh\"\n\n"
-    << "using namespace attn::kernel;\n\n"
-    << "namespace {\nstruct Cfg {\n"
-    << "  using Elem = " << elem << ";\n"
-    << "  static constexpr int kHeadDim = " << spec.head_dim << ";\n"
-    << "  static constexpr int kTileQ = " << tileQ << ";   // query rows per thread block\n"
-    << "  static constexpr int kTileKV = " << spec.tile_kv << ";  // keys per KV tile\n"
-    << "  static constexpr int kGroup = " << plan.group
-    << ";   // attn-share-kv-heads: query heads per KV head\n"
-    << "  static constexpr int kPageSize = " << (plan.paged ? spec.page_size : 0)
-    << "; // attn-page-kv: tokens per page (0: contiguous)\n"
-    << "  static constexpr int kMask = " << maskCode(spec.mask) << ";\n"
-    << "  static constexpr long long kWindow = " << spec.mask.window << ";\n"
-    << "  static constexpr int kThreads = kTileQ / 16 * 32;\n"
-    << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
-
-  o << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads) " << plan.name
-    << "(const Params p) {\n"
-    << "  // The heads and q_tiles loops are the grid: x = query tile, y = query head, z = sequence.\n"
-    << "  const int head = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x / 32;\n"
-    << "  const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);\n"
-    << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin;\n"
-    << "  const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ;\n"
-    << "  if (q_start >= q_len)\n    return;\n"
-    << "  // attn-share-kv-heads: query heads kGroup * h .. kGroup * h + kGroup - 1 read KV head h.\n"
-    << "  const int kv_head = head / Cfg::kGroup;\n";
-  if (plan.paged)
-    o << "  // attn-page-kv: this sequence's keys and values, through its block table.\n"
-      << "  const i64 kv_len = reinterpret_cast<const int *>(p.seq_lens_k)[seq];\n"
-      << "  const int *table = reinterpret_cast<const int *>(p.block_table) + seq * p.block_table_stride;\n"
-      << "  const i64 token = (i64)p.num_kv_heads * Cfg::kHeadDim;\n"
-      << "  const KVCache<Elem, Cfg::kPageSize> keys = {reinterpret_cast<const Elem *>(p.k), table,\n"
-      << "      p.num_pages, kv_len, token, Cfg::kHeadDim, Cfg::kPageSize * token};\n"
-      << "  const KVCache<Elem, Cfg::kPageSize> values = {reinterpret_cast<const Elem *>(p.v), table,\n"
-      << "      p.num_pages, kv_len, token, Cfg::kHeadDim, Cfg::kPageSize * token};\n";
+  printConfig(o, spec, plan, tileQ, warpRows, shape.threads);
+  if (decode)
+    printDecode(o, plan);
   else
-    o << "  const int *cu_k = reinterpret_cast<const int *>(p.cu_seqlens_k);\n"
-      << "  const i64 kv_begin = cu_k[seq], kv_len = cu_k[seq + 1] - kv_begin;\n"
-      << "  const i64 token = (i64)p.num_kv_heads * Cfg::kHeadDim;\n"
-      << "  const KVCache<Elem, 0> keys = {reinterpret_cast<const Elem *>(p.k) + kv_begin * token,\n"
-      << "      nullptr, 0, kv_len, token, Cfg::kHeadDim, 0};\n"
-      << "  const KVCache<Elem, 0> values = {reinterpret_cast<const Elem *>(p.v) + kv_begin * token,\n"
-      << "      nullptr, 0, kv_len, token, Cfg::kHeadDim, 0};\n";
-  o << "  const i64 q_row = (i64)p.num_q_heads * Cfg::kHeadDim;\n"
-    << "  const Elem *q = reinterpret_cast<const Elem *>(p.q) + q_begin * q_row + head * Cfg::kHeadDim;\n"
-    << "  const Rows<Elem> out = {reinterpret_cast<Elem *>(p.o) + q_begin * q_row + head * Cfg::kHeadDim,\n"
-    << "                          q_row, q_len};\n"
-    << "  extern __shared__ __align__(16) unsigned char smem[];\n"
-    << "  Elem *smem_q = reinterpret_cast<Elem *>(smem);\n"
-    << "  Elem *smem_k = smem_q + Cfg::kTileQ * Cfg::kHeadDim;\n"
-    << "  Elem *smem_v = smem_k + Cfg::kTileKV * Cfg::kHeadDim;\n\n"
-    << "  // attn-online-softmax: the query tile is loaded once (rows past q_len read as zero).\n"
-    << "  load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
-    << "    return q_start + r < q_len ? q + (q_start + r) * q_row : nullptr; }, q);\n"
-    << "  cp_async_commit();\n  cp_async_wait<0>();\n  __syncthreads();\n"
-
-    << "  // attn-online-softmax: m = -inf, l = 0, acc = 0 for this warp's 16 rows.\n"
-    << "  RowState<Cfg::kTileKV, Cfg::kHeadDim> state;\n  state.init();\n"
-    << "  // attn-mask-tiles: which KV tiles some query of this block sees, by class.\n"
-    << "  const TileRange tiles = classify_tiles(Cfg::kMask, Cfg::kWindow, q_start, Cfg::kTileQ,\n"
-    << "                                         Cfg::kTileKV, q_len, kv_len);\n";
-  for (const auto &kv : plan.loops) {
-    o << "\n  // attn-mask-tiles: " << kv.why << ".\n"
-      << "  for (i64 j = tiles." << kv.lower << "; j < tiles." << kv.upper << "; ++j) {\n"
-      << "    // " << (plan.paged ? "attn-page-kv: every K and V row through the block table (KVCache::row)."
-                                  : "The K and V rows of tile j; rows past kv_len read as zero.")
-      << "\n"
-      << "    load_tile<Cfg, Cfg::kTileKV>(smem_k, [&](int r) { return keys.row(j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
-      << "    cp_async_commit();\n"
-      << "    load_tile<Cfg, Cfg::kTileKV>(smem_v, [&](int r) { return values.row(j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
-      << "    cp_async_commit();\n"
-      << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
-      << "    __syncthreads();\n"
-      << "    float s[Cfg::kTileKV / 8][4];\n"
-      << "    qk<Cfg>(s, smem_q, warp, smem_k, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
-    if (kv.masked)
-      o << "    // attn-mask-tiles: a partial tile: hide the keys this warp's rows may not see.\n"
-        << "    apply_mask<Cfg>(s, q_start + warp * 16, j * Cfg::kTileKV, q_len, kv_len);\n";
-    o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
-      << "    // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
-      << "    state.update(s);\n"
-      << "    cp_async_wait<0>(); // V has arrived\n"
-      << "    __syncthreads();\n"
-      << "    accumulate_pv<Cfg>(state, s, smem_v); // acc += P V\n"
-      << "    __syncthreads(); // the next tile overwrites K and V\n  }\n";
-  }
-  o << "\n  // attn-online-softmax: normalise once, at the end: out = acc / l"
-    << (plan.lse ? ", lse = m + log l" : "") << ".\n"
-    << "  store_output<Cfg>(state, out, "
-    << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + head, p.num_q_heads"
-                 : "nullptr, 0")
-    << ", q_start + warp * 16);\n}\n";
+    printPrefill(o, plan);
   source = o.str();
   return true;
 }

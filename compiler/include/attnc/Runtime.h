@@ -1,0 +1,65 @@
+//===- Runtime.h - Kernels for specs, compiled on demand --------*- C++ -*-===//
+//
+// The JIT path from a spec to a launchable kernel: the attn pipeline and the
+// CUDA emitter, then the kernel cache (memory, disk, NVRTC), then the module
+// loaded into the runtime's CUDA context. Thread-safe: threads asking for
+// one spec wait for one compile; different specs compile in parallel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_RUNTIME_H
+#define ATTNC_RUNTIME_H
+
+#include "attnc/Kernel.h"
+#include "attnc/KernelCache.h"
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace attn {
+
+/// Where a kernel came from, and how long getting it took.
+struct KernelLookup {
+  std::shared_ptr<const Kernel> kernel; ///< null on failure
+  std::shared_ptr<const CudaBinary> binary; ///< the cubin, with ptxas' report when compiled
+  std::string error;
+  CacheSource source = CacheSource::Compiled; ///< of the cubin (Memory: also already loaded)
+  double seconds = 0;
+  explicit operator bool() const { return kernel != nullptr; }
+};
+
+class Runtime {
+public:
+  /// Binds to the calling thread's current CUDA context, or to device 0's
+  /// primary context when none is current. `cacheDir` empty: the default.
+  static std::unique_ptr<Runtime> create(std::string &error, const std::string &cacheDir = "");
+
+  /// The kernel of `spec`. The spec's target must not be newer than the GPU
+  /// (sm_90a needs compute capability 9.0); the cubin is built for the GPU's
+  /// own architecture.
+  KernelLookup kernel(const Spec &spec);
+
+  const std::string &arch() const { return arch_; } ///< "sm_90a", "sm_80", ...
+  const std::string &deviceName() const { return name_; }
+  KernelCache &cache() { return cache_; }
+  CUcontext context() const { return ctx_; }
+
+private:
+  explicit Runtime(const std::string &cacheDir) : cache_(cacheDir) {}
+  KernelLookup build(const Spec &spec);
+
+  const CudaDriver *cu_ = nullptr;
+  CUcontext ctx_ = nullptr;
+  std::string arch_, name_;
+  int ccMajor_ = 0;
+  KernelCache cache_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_future<KernelLookup>> kernels_;
+};
+
+} // namespace attn
+
+#endif // ATTNC_RUNTIME_H

@@ -1,0 +1,120 @@
+//===- Runtime.cpp - Kernels for specs, compiled on demand -----------------===//
+
+#include "attnc/Runtime.h"
+#include "attnc/EmitCuda.h"
+
+#include <chrono>
+
+namespace attn {
+
+std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &cacheDir) {
+  const CudaDriver *cu = CudaDriver::get(error);
+  if (!cu)
+    return nullptr;
+  std::unique_ptr<Runtime> rt(new Runtime(cacheDir));
+  rt->cu_ = cu;
+  CUresult rc = cu->cuCtxGetCurrent(&rt->ctx_);
+  CUdevice dev = 0;
+  if (rc == CUDA_SUCCESS && !rt->ctx_) {
+    rc = cu->cuDeviceGet(&dev, 0);
+    if (rc == CUDA_SUCCESS)
+      rc = cu->cuDevicePrimaryCtxRetain(&rt->ctx_, dev);
+    if (rc == CUDA_SUCCESS)
+      rc = cu->cuCtxSetCurrent(rt->ctx_);
+  } else if (rc == CUDA_SUCCESS) {
+    rc = cu->cuCtxGetDevice(&dev);
+  }
+  int major = 0, minor = 0;
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  if (rc != CUDA_SUCCESS) {
+    error = cu->describe(rc, "setting up a CUDA context");
+    return nullptr;
+  }
+  char name[256] = {0};
+  cu->cuDeviceGetName(name, sizeof(name), dev);
+  rt->name_ = name;
+  rt->ccMajor_ = major;
+  if (major < 8) {
+    error = std::string("the GPU (") + name + ", compute capability " + std::to_string(major) +
+            "." + std::to_string(minor) + ") is older than sm_80, which attnc's kernels need";
+    return nullptr;
+  }
+  rt->arch_ = major == 9 ? "sm_90a" : "sm_" + std::to_string(major) + std::to_string(minor);
+  return rt;
+}
+
+KernelLookup Runtime::kernel(const Spec &spec) {
+  const std::string key = spec.str();
+  std::promise<KernelLookup> promise;
+  std::shared_future<KernelLookup> future;
+  bool builder = false;
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) {
+      future = it->second;
+    } else {
+      future = promise.get_future().share();
+      kernels_.emplace(key, future);
+      builder = true;
+    }
+  }
+  if (builder) {
+    KernelLookup built = build(spec);
+    promise.set_value(built);
+    if (!built) { // a failure is not cached: the next call tries again
+      std::lock_guard<std::mutex> lock(mutex_);
+      kernels_.erase(key);
+    }
+    return built;
+  }
+  KernelLookup found = future.get();
+  found.source = CacheSource::Memory;
+  found.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return found;
+}
+
+KernelLookup Runtime::build(const Spec &spec) {
+  KernelLookup out;
+  if (!spec.isGPU()) {
+    out.error = "the spec's target is cpu; GPU kernels need target = sm_80 or sm_90a";
+    return out;
+  }
+  if (spec.target == Target::SM90a && ccMajor_ != 9) {
+    out.error = "the spec targets sm_90a but the GPU (" + name_ + ") is " + arch_ +
+                ": use target = sm_80";
+    return out;
+  }
+  std::string source;
+  CudaLaunchShape shape;
+  if (!emitCudaForSpec(spec, source, shape, out.error))
+    return out;
+  CudaCompileOptions options;
+  options.arch = arch_;
+  CacheLookup cubin = cache_.get(source, spec.symbol(), options);
+  out.source = cubin.source;
+  out.binary = cubin.binary;
+  if (!cubin) {
+    out.error = cubin.error;
+    return out;
+  }
+  CUcontext current = nullptr;
+  cu_->cuCtxGetCurrent(&current);
+  if (current != ctx_)
+    cu_->cuCtxSetCurrent(ctx_); // a worker thread: load into the runtime's context
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Kernel> k = Kernel::load(spec, cubin.binary->cubin, shape, out.error);
+  if (!k)
+    return out;
+  out.kernel = std::move(k);
+  out.seconds = cubin.seconds +
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+} // namespace attn

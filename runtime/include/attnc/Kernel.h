@@ -1,0 +1,119 @@
+//===- Kernel.h - A compiled kernel: argument checks and launches -*- C++ -*-===//
+//
+// A spec's kernel loaded into a CUDA context. `launch` checks the arguments
+// on the host, then enqueues the kernel (and, for split-KV decode, the merge
+// kernel) on the caller's stream: it allocates nothing and never
+// synchronises, so launches can be captured in a CUDA graph. What only
+// device memory can show (sequence offsets, block-table entries) is checked
+// by `checkDeviceArguments`, an opt-in mode that copies those arrays back.
+// Whatever a block table holds, the kernel itself never reads outside the
+// KV cache (attn/paged.cuh).
+//
+// Layouts are the packed ones of templates/attn/params.cuh.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_KERNEL_H
+#define ATTNC_KERNEL_H
+
+#include "attn/Spec.h"
+#include "attn/params.cuh"
+#include "attnc/Driver.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+/// One launch's device memory and sizes. Lengths are the host's knowledge
+/// of the batch (as FlashAttention's max_seqlen arguments): the kernels read
+/// the exact per-sequence lengths from device memory.
+struct AttentionArgs {
+  CUdeviceptr q = 0, k = 0, v = 0, o = 0; ///< 16-byte aligned
+  CUdeviceptr lse = 0;                    ///< fp32 [total_q, num_q_heads]; return_lse only
+  CUdeviceptr cu_seqlens_q = 0;           ///< int32 [batch + 1]
+  CUdeviceptr cu_seqlens_k = 0;           ///< int32 [batch + 1]; contiguous KV
+  CUdeviceptr seq_lens_k = 0;             ///< int32 [batch]; paged KV
+  CUdeviceptr block_table = 0;            ///< int32 [batch, block_table_stride]; paged KV
+  CUdeviceptr workspace = 0;              ///< split-KV decode: workspaceBytes() bytes
+  size_t workspace_bytes = 0;
+  int batch = 0, num_q_heads = 0, num_kv_heads = 0;
+  int64_t total_q = 0;                    ///< rows of q and o
+  int64_t total_kv = 0;                   ///< contiguous: rows of k and v
+  int64_t num_pages = 0;                  ///< paged: pages in the cache
+  int64_t block_table_stride = 0;         ///< paged: entries per sequence in block_table
+  int64_t max_q_len = 0, max_kv_len = 0;  ///< the longest sequence's lengths
+  double scale = 0;                       ///< softmax scale; 0: 1 / sqrt(head_dim)
+  int num_splits = 0;                     ///< decode: 0 = the spec's split_kv
+};
+
+/// The number of KV splits a decode launch uses: args.num_splits when set,
+/// else the spec's split_kv, else (split_kv = auto) the count that finishes
+/// soonest by a model of the launch: blocks run in waves of
+/// sm_count * blocks_per_sm, and each block costs its share of the longest
+/// sequence's KV tiles plus about one tile of fixed work (Q, the merge of
+/// its warps, the partial write). 1 for prefill.
+int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm);
+
+/// Bytes of workspace a launch with `splits` splits needs (0 for one split).
+size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits);
+
+/// The host-side checks of a launch: "" when the arguments fit the spec,
+/// else one line naming the argument and the problem.
+std::string validateArgs(const Spec &spec, const AttentionArgs &args, int splits);
+
+/// The checks that need the contents of the index arrays (host copies):
+/// offsets ascending and within total_q / total_kv, lengths within the
+/// max_* given, every block-table entry a sequence uses inside the cache.
+/// `cu_k` is empty for paged specs, `seq_lens` and `table` for contiguous ones.
+std::string checkSequenceArrays(const Spec &spec, const AttentionArgs &args,
+                                const std::vector<int32_t> &cu_q, const std::vector<int32_t> &cu_k,
+                                const std::vector<int32_t> &seq_lens,
+                                const std::vector<int32_t> &table);
+
+/// The Params a launch passes (pointers, sizes, scale * log2 e).
+kernel::Params makeParams(const Spec &spec, const AttentionArgs &args, int splits);
+
+class Kernel {
+public:
+  /// Loads `cubin` (which holds the kernels named spec.symbol() and, for
+  /// decode, spec.symbol() + "_merge") into the current context.
+  static std::unique_ptr<Kernel> load(const Spec &spec, const std::vector<char> &cubin,
+                                      const kernel::LaunchShape &shape, std::string &error);
+  ~Kernel();
+  Kernel(const Kernel &) = delete;
+  Kernel &operator=(const Kernel &) = delete;
+
+  const Spec &spec() const { return spec_; }
+  const kernel::LaunchShape &shape() const { return shape_; }
+  int splits(const AttentionArgs &args) const {
+    return chooseSplits(spec_, args, smCount_, blocksPerSm_);
+  }
+  size_t workspaceBytes(const AttentionArgs &args) const {
+    return attn::workspaceBytes(spec_, args, splits(args));
+  }
+
+  /// Checks the arguments, then enqueues the kernel(s) on `stream`. No
+  /// allocation, no synchronisation. False with `error` set on bad
+  /// arguments (nothing is launched) or a launch failure.
+  bool launch(const AttentionArgs &args, CUstream stream, std::string &error) const;
+
+  /// The opt-in checking mode: copies the index arrays back from the
+  /// device (after synchronising `stream`) and checks them. "" when fine.
+  std::string checkDeviceArguments(const AttentionArgs &args, CUstream stream) const;
+
+private:
+  Kernel() = default;
+  const CudaDriver *cu_ = nullptr;
+  Spec spec_;
+  kernel::LaunchShape shape_;
+  CUmodule module_ = nullptr;
+  CUfunction main_ = nullptr, merge_ = nullptr;
+  int smCount_ = 1, blocksPerSm_ = 1;
+};
+
+} // namespace attn
+
+#endif // ATTNC_KERNEL_H

@@ -1,0 +1,302 @@
+//===- Kernel.cpp - Argument checks and launches ---------------------------===//
+
+#include "attnc/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace attn {
+
+namespace {
+constexpr int64_t kGridLimit = 65535; ///< grid y and z
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// "q is not 16-byte aligned (0x...)" or "".
+std::string misaligned(const char *what, CUdeviceptr p, unsigned align) {
+  if (p % align == 0)
+    return "";
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "%#llx", static_cast<unsigned long long>(p));
+  return std::string(what) + " = " + hex + " is not " + std::to_string(align) +
+         "-byte aligned";
+}
+} // namespace
+
+int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm) {
+  if (spec.mode != Mode::Decode)
+    return 1;
+  if (args.num_splits > 0)
+    return args.num_splits;
+  if (spec.split_kv != kSplitKVAuto)
+    return static_cast<int>(spec.split_kv);
+  const int64_t blocks = std::max<int64_t>(1, int64_t(args.batch) * std::max(1, args.num_kv_heads));
+  const int64_t slots = int64_t(std::max(1, sm_count)) * std::max(1, blocks_per_sm);
+  const int64_t tiles = ceilDiv(std::max<int64_t>(args.max_kv_len, 1), spec.tile_kv);
+  // Splits of at least two tiles, at most 64 of them.
+  const int64_t most = std::clamp<int64_t>(tiles / 2, 1, 64);
+  int64_t best = 1, bestCost = std::numeric_limits<int64_t>::max();
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t cost = ceilDiv(blocks * s, slots) * (ceilDiv(tiles, s) + 1);
+    if (cost < bestCost) {
+      best = s;
+      bestCost = cost;
+    }
+  }
+  return static_cast<int>(best);
+}
+
+size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits) {
+  if (spec.mode != Mode::Decode || splits <= 1 || args.total_q <= 0 || args.num_q_heads <= 0)
+    return 0;
+  return size_t(splits) * size_t(args.total_q) * size_t(args.num_q_heads) *
+         size_t(spec.head_dim + 1) * sizeof(float);
+}
+
+std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits) {
+  if (!spec.isGPU())
+    return "the spec's target is cpu: GPU launches need target = sm_80 or sm_90a";
+  if (a.batch < 0)
+    return "batch = " + str(a.batch) + " is negative";
+  if (a.batch > kGridLimit)
+    return "batch = " + str(a.batch) + " is over the grid limit of " + str(kGridLimit);
+  if (a.num_kv_heads < 1)
+    return "num_kv_heads = " + str(a.num_kv_heads) + " must be >= 1";
+  if (int64_t(a.num_q_heads) != spec.gqa * a.num_kv_heads)
+    return "num_q_heads = " + str(a.num_q_heads) + " but the spec's gqa = " + str(spec.gqa) +
+           " with num_kv_heads = " + str(a.num_kv_heads) + " needs " +
+           str(spec.gqa * a.num_kv_heads);
+  if (a.num_q_heads > kGridLimit)
+    return "num_q_heads = " + str(a.num_q_heads) + " is over the grid limit of " + str(kGridLimit);
+  if (a.total_q < 0 || a.max_q_len < 0 || a.max_kv_len < 0)
+    return "total_q, max_q_len and max_kv_len must be >= 0";
+  if (a.max_q_len > a.total_q)
+    return "max_q_len = " + str(a.max_q_len) + " is more than total_q = " + str(a.total_q);
+  if (a.max_q_len > kInt32Max || a.max_kv_len > kInt32Max)
+    return "sequences longer than 2^31 - 1 tokens are not supported";
+  if (!std::isfinite(a.scale) || a.scale < 0)
+    return "scale = " + std::to_string(a.scale) + " must be finite and >= 0 (0: 1/sqrt(head_dim))";
+  for (auto [what, p] : {std::pair<const char *, CUdeviceptr>{"q", a.q}, {"k", a.k}, {"v", a.v},
+                         {"o", a.o}, {"cu_seqlens_q", a.cu_seqlens_q}}) {
+    if (!p)
+      return std::string(what) + " is a null pointer";
+    std::string m = misaligned(what, p, what[1] ? 4 : 16);
+    if (!m.empty())
+      return m;
+  }
+  if (spec.return_lse) {
+    if (!a.lse)
+      return "lse is a null pointer, and the spec has return_lse = true";
+    if (std::string m = misaligned("lse", a.lse, 4); !m.empty())
+      return m;
+  }
+  if (spec.isPaged()) {
+    if (!a.seq_lens_k || !a.block_table)
+      return std::string(!a.seq_lens_k ? "seq_lens_k" : "block_table") +
+             " is a null pointer, and the spec pages the KV cache (page_size = " +
+             str(spec.page_size) + ")";
+    for (auto [what, p] : {std::pair<const char *, CUdeviceptr>{"seq_lens_k", a.seq_lens_k},
+                           {"block_table", a.block_table}})
+      if (std::string m = misaligned(what, p, 4); !m.empty())
+        return m;
+    if (a.num_pages < 1 || a.num_pages > kInt32Max)
+      return "num_pages = " + str(a.num_pages) + ": a paged cache needs 1..2^31 - 1 pages";
+    const int64_t pages = ceilDiv(a.max_kv_len, spec.page_size);
+    if (a.block_table_stride < pages)
+      return "max_kv_len = " + str(a.max_kv_len) + " needs " + str(pages) + " pages of " +
+             str(spec.page_size) + " tokens, but block_table_stride = " +
+             str(a.block_table_stride);
+  } else {
+    if (!a.cu_seqlens_k)
+      return "cu_seqlens_k is a null pointer (a contiguous KV cache needs it)";
+    if (std::string m = misaligned("cu_seqlens_k", a.cu_seqlens_k, 4); !m.empty())
+      return m;
+    if (a.max_kv_len > a.total_kv)
+      return "max_kv_len = " + str(a.max_kv_len) + " is more than total_kv = " + str(a.total_kv);
+  }
+  if (spec.mode == Mode::Decode) {
+    if (splits < 1 || splits > 1024)
+      return "num_splits = " + str(splits) + " must be in 1..1024";
+    const size_t need = workspaceBytes(spec, a, splits);
+    if (need && !a.workspace)
+      return "workspace is a null pointer: " + str(splits) + " KV splits need " +
+             str(int64_t(need)) + " bytes";
+    if (need && a.workspace_bytes < need)
+      return "workspace_bytes = " + str(int64_t(a.workspace_bytes)) + " but " + str(splits) +
+             " KV splits need " + str(int64_t(need));
+    if (std::string m = misaligned("workspace", a.workspace, 16); need && !m.empty())
+      return m;
+  } else if (a.num_splits > 1) {
+    return "num_splits = " + str(a.num_splits) + ": prefill kernels do not split the KV range";
+  }
+  return "";
+}
+
+std::string checkSequenceArrays(const Spec &spec, const AttentionArgs &a,
+                                const std::vector<int32_t> &cu_q, const std::vector<int32_t> &cu_k,
+                                const std::vector<int32_t> &seq_lens,
+                                const std::vector<int32_t> &table) {
+  auto offsets = [&](const char *what, const std::vector<int32_t> &cu, int64_t total,
+                     int64_t maxLen) -> std::string {
+    if (cu.size() != size_t(a.batch) + 1)
+      return std::string(what) + " holds " + str(int64_t(cu.size())) + " entries, expected batch + 1 = " +
+             str(a.batch + 1);
+    if (cu[0] < 0)
+      return std::string(what) + "[0] = " + str(cu[0]) + " is negative";
+    for (int b = 0; b < a.batch; ++b) {
+      const int64_t len = int64_t(cu[b + 1]) - cu[b];
+      if (len < 0)
+        return std::string(what) + " is not ascending: [" + str(b) + "] = " + str(cu[b]) + ", [" +
+               str(b + 1) + "] = " + str(cu[b + 1]);
+      if (len > maxLen)
+        return "sequence " + str(b) + " has " + str(len) + " tokens by " + what +
+               ", more than the max given (" + str(maxLen) + ")";
+    }
+    if (cu[a.batch] > total)
+      return std::string(what) + "[batch] = " + str(cu[a.batch]) + " is past the " + str(total) +
+             " rows given";
+    return "";
+  };
+  if (std::string e = offsets("cu_seqlens_q", cu_q, a.total_q, a.max_q_len); !e.empty())
+    return e;
+  if (!spec.isPaged())
+    return offsets("cu_seqlens_k", cu_k, a.total_kv, a.max_kv_len);
+  if (seq_lens.size() != size_t(a.batch) ||
+      table.size() != size_t(a.batch) * size_t(a.block_table_stride))
+    return "seq_lens_k / block_table do not hold batch (x block_table_stride) entries";
+  for (int b = 0; b < a.batch; ++b) {
+    if (seq_lens[b] < 0 || seq_lens[b] > a.max_kv_len)
+      return "seq_lens_k[" + str(b) + "] = " + str(seq_lens[b]) + " is outside 0.." +
+             str(a.max_kv_len) + " (max_kv_len)";
+    const int64_t pages = ceilDiv(seq_lens[b], spec.page_size);
+    for (int64_t i = 0; i < pages; ++i) {
+      const int32_t page = table[size_t(b) * a.block_table_stride + i];
+      if (page < 0 || page >= a.num_pages)
+        return "block_table[" + str(b) + "][" + str(i) + "] = " + str(page) +
+               " is outside the cache's " + str(a.num_pages) + " pages";
+    }
+  }
+  return "";
+}
+
+kernel::Params makeParams(const Spec &spec, const AttentionArgs &a, int splits) {
+  kernel::Params p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.o = a.o;
+  p.lse = a.lse;
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.cu_seqlens_k = a.cu_seqlens_k;
+  p.seq_lens_k = a.seq_lens_k;
+  p.block_table = a.block_table;
+  p.workspace = a.workspace;
+  p.block_table_stride = a.block_table_stride;
+  p.num_pages = a.num_pages;
+  p.batch = a.batch;
+  p.num_q_heads = a.num_q_heads;
+  p.num_kv_heads = a.num_kv_heads;
+  p.num_splits = splits;
+  const double scale = a.scale > 0 ? a.scale : 1.0 / std::sqrt(double(spec.head_dim));
+  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  return p;
+}
+
+std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &cubin,
+                                     const kernel::LaunchShape &shape, std::string &error) {
+  const CudaDriver *cu = CudaDriver::get(error);
+  if (!cu)
+    return nullptr;
+  std::unique_ptr<Kernel> k(new Kernel);
+  k->cu_ = cu;
+  k->spec_ = spec;
+  k->shape_ = shape;
+  CUresult rc = cu->cuModuleLoadData(&k->module_, cubin.data());
+  if (rc != CUDA_SUCCESS) {
+    error = cu->describe(rc, ("loading the kernel of " + spec.str()).c_str());
+    return nullptr;
+  }
+  const std::string name = spec.symbol();
+  rc = cu->cuModuleGetFunction(&k->main_, k->module_, name.c_str());
+  if (rc == CUDA_SUCCESS && shape.decode)
+    rc = cu->cuModuleGetFunction(&k->merge_, k->module_, (name + "_merge").c_str());
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuFuncSetAttribute(k->main_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                shape.shared_bytes);
+  CUdevice dev;
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuCtxGetDevice(&dev);
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuDeviceGetAttribute(&k->smCount_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+  if (rc == CUDA_SUCCESS)
+    rc = cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&k->blocksPerSm_, k->main_, shape.threads,
+                                                         shape.shared_bytes);
+  if (rc != CUDA_SUCCESS) {
+    error = cu->describe(rc, ("looking up the kernels of " + spec.str()).c_str());
+    return nullptr;
+  }
+  return k;
+}
+
+Kernel::~Kernel() {
+  if (module_)
+    cu_->cuModuleUnload(module_);
+}
+
+bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &error) const {
+  const int splits = this->splits(args);
+  error = validateArgs(spec_, args, splits);
+  if (!error.empty())
+    return false;
+  if (args.batch == 0 || args.max_q_len == 0)
+    return true; // nothing to compute
+  kernel::Params p = makeParams(spec_, args, splits);
+  void *params[] = {&p};
+  CUresult rc;
+  if (shape_.decode) {
+    rc = cu_->cuLaunchKernel(main_, splits, args.num_kv_heads, args.batch, shape_.threads, 1, 1,
+                             shape_.shared_bytes, stream, params, nullptr);
+    if (rc == CUDA_SUCCESS && splits > 1)
+      rc = cu_->cuLaunchKernel(merge_, static_cast<unsigned>(args.max_q_len), args.num_q_heads,
+                               args.batch, shape_.merge_threads, 1, 1, 0, stream, params, nullptr);
+  } else {
+    const int64_t tiles = ceilDiv(args.max_q_len, shape_.tile_q);
+    rc = cu_->cuLaunchKernel(main_, static_cast<unsigned>(tiles), args.num_q_heads, args.batch,
+                             shape_.threads, 1, 1, shape_.shared_bytes, stream, params, nullptr);
+  }
+  if (rc != CUDA_SUCCESS) {
+    error = cu_->describe(rc, ("launching " + spec_.symbol()).c_str());
+    return false;
+  }
+  return true;
+}
+
+std::string Kernel::checkDeviceArguments(const AttentionArgs &args, CUstream stream) const {
+  std::string error = validateArgs(spec_, args, splits(args));
+  if (!error.empty())
+    return error;
+  CUresult rc = cu_->cuStreamSynchronize(stream);
+  auto fetch = [&](CUdeviceptr p, size_t n) {
+    std::vector<int32_t> v(n);
+    if (rc == CUDA_SUCCESS && n)
+      rc = cu_->cuMemcpyDtoH(v.data(), p, n * sizeof(int32_t));
+    return v;
+  };
+  std::vector<int32_t> cuQ = fetch(args.cu_seqlens_q, size_t(args.batch) + 1), cuK, lens, table;
+  if (spec_.isPaged()) {
+    lens = fetch(args.seq_lens_k, size_t(args.batch));
+    table = fetch(args.block_table, size_t(args.batch) * size_t(args.block_table_stride));
+  } else {
+    cuK = fetch(args.cu_seqlens_k, size_t(args.batch) + 1);
+  }
+  if (rc != CUDA_SUCCESS)
+    return cu_->describe(rc, "reading the index arrays back");
+  return checkSequenceArrays(spec_, args, cuQ, cuK, lens, table);
+}
+
+} // namespace attn

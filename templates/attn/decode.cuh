@@ -1,0 +1,183 @@
+//===- decode.cuh - Decode: a GQA group in one block, split-KV, merge -*- CUDA -*-===//
+//
+// The steps an emitted decode kernel calls. A thread block serves one KV
+// head of one sequence: its 16 "rows" are the query heads of the GQA group
+// for the sequence's few query tokens (row r = token r / kGroup, head
+// kv_head * kGroup + r % kGroup), so each K/V tile is read once for the
+// whole group. The block's warps split each KV tile between them (16 keys
+// per warp), each keeping its own online-softmax state; the states are
+// merged at the end through shared memory. With split-KV, blocks take
+// disjoint ranges of tiles and write partial results (normalised output and
+// lse, fp32) that a second kernel merges.
+//
+// Cfg provides: Elem, kHeadDim, kTileKV (16 keys per warp), kGroup, kMask,
+// kWindow, kThreads (= kTileKV / 16 * 32), kStages.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_TEMPLATES_DECODE_CUH
+#define ATTN_TEMPLATES_DECODE_CUH
+
+#include "attn/block.cuh"
+
+namespace attn {
+namespace kernel {
+
+/// attn-split-kv: split `split` of `splits` takes the tiles
+/// [lo + split n / splits, lo + (split + 1) n / splits) with n = hi - lo,
+/// the rule attn.split_range gives in the IR.
+struct SplitTiles {
+  i64 lo, hi;
+};
+ATTN_HD SplitTiles split_range(i64 lo, i64 hi, int split, int splits) {
+  const i64 n = hi - lo;
+  return {lo + split * n / splits, lo + (split + 1) * n / splits};
+}
+
+/// The view of a decode block that one warp's steps take: its 16 rows
+/// against the warp's 16 keys of the tile.
+template <class Cfg>
+struct WarpSlice {
+  using Elem = typename Cfg::Elem;
+  static constexpr int kHeadDim = Cfg::kHeadDim;
+  static constexpr int kTileQ = 16;
+  static constexpr int kTileKV = 16;
+  static constexpr int kRowBlocks = 1;
+};
+
+template <class Cfg>
+using DecodeState = WarpState<WarpSlice<Cfg>>;
+template <class Cfg>
+using DecodeScores = Scores<WarpSlice<Cfg>>;
+
+/// S = Q K^T * scale * log2 e for the block's 16 rows and this warp's 16
+/// keys of the tile in shared memory.
+template <class Cfg>
+ATTN_DEVICE void decode_qk(DecodeScores<Cfg> &s, const typename Cfg::Elem *smem_q,
+                           const typename Cfg::Elem *smem_k, int warp, float scale_log2) {
+  // Rows 16 * warp .. of a swizzled tile start a swizzle period: the warp's
+  // keys are a 16-row tile of their own.
+  qk<WarpSlice<Cfg>>(s, smem_q, 0, smem_k + warp * 16 * Cfg::kHeadDim, scale_log2);
+}
+
+/// acc += P V for this warp's 16 keys.
+template <class Cfg>
+ATTN_DEVICE void decode_pv(DecodeState<Cfg> &state, const DecodeScores<Cfg> &p,
+                           const typename Cfg::Elem *smem_v, int warp) {
+  accumulate_pv<WarpSlice<Cfg>>(state, p, smem_v + warp * 16 * Cfg::kHeadDim);
+}
+
+/// Hides the keys a row's query token may not see (and keys past kv_len).
+/// Rows past the group's rows are never stored and need no mask.
+template <class Cfg>
+ATTN_DEVICE void decode_mask(DecodeScores<Cfg> &s, int row0, i64 key0, i64 q_len, i64 kv_len) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + lane / 4 + (i / 2) * 8;
+      const int key = static_cast<int>(key0) + nb * 8 + (lane % 4) * 2 + i % 2;
+      if (!is_visible<int>(Cfg::kMask, static_cast<int>(Cfg::kWindow), row / Cfg::kGroup, key,
+                           static_cast<int>(q_len), static_cast<int>(kv_len)))
+        s[0][nb][i] = ATTN_NEG_INF;
+    }
+}
+
+/// Where the merged rows go: the output (and lse) when the block saw all of
+/// the sequence's keys, or the split's slot of the workspace.
+template <class Cfg>
+struct DecodeSink {
+  typename Cfg::Elem *out; ///< the sequence's first output row, at head kv_head * kGroup
+  float *lse;              ///< likewise, or null
+  float *part_out;         ///< split-KV: the split's partial outputs, or null
+  float *part_lse;
+  i64 q_row;               ///< elements between query tokens in out / part_out
+  int num_q_heads;         ///< lse entries between query tokens
+};
+
+/// Merges the warps' states (each saw different keys of every tile) and
+/// writes the block's rows. `scratch` is shared memory for
+/// kWarps * 16 * (kHeadDim + 2) floats; the caller has finished with it.
+/// attn-split-kv: the same rescale rule as between splits, with weights
+/// exp2(m_w - m) that are 0 for a warp that saw no visible key.
+template <class Cfg>
+ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
+                              const DecodeSink<Cfg> &sink) {
+  constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float *acc = scratch;                       // [kWarps][16][kD]
+  float *ml = scratch + kWarps * 16 * kD;     // [kWarps][16][2]: m, l
+  const RowState<16, kD> &state = warp_state.rows[0];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = lane / 4 + r * 8;
+    const float l = quad_sum(state.l[r]);
+    if (lane % 4 == 0) {
+      ml[(warp * 16 + row) * 2] = state.m[r];
+      ml[(warp * 16 + row) * 2 + 1] = l;
+    }
+#pragma unroll
+    for (int nb = 0; nb < kD / 8; ++nb) {
+      const int col = nb * 8 + (lane % 4) * 2;
+      acc[(warp * 16 + row) * kD + col] = state.acc[nb][2 * r];
+      acc[(warp * 16 + row) * kD + col + 1] = state.acc[nb][2 * r + 1];
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < 16 * kD; e += Cfg::kThreads) {
+    const int row = e / kD, col = e % kD;
+    if (row0 + row >= rows)
+      continue;
+    float m = ATTN_NEG_INF;
+    for (int w = 0; w < kWarps; ++w)
+      m = fmaxf(m, ml[(w * 16 + row) * 2]);
+    // attn-safe-init: no warp saw a visible key: l = 0, output 0, lse -inf.
+    const float ref = m == ATTN_NEG_INF ? 0.f : m;
+    float l = 0.f, o = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = fast_exp2(ml[(w * 16 + row) * 2] - ref); // exp2(-inf) = 0
+      l += weight * ml[(w * 16 + row) * 2 + 1];
+      o += weight * acc[(w * 16 + row) * kD + col];
+    }
+    o = l > 0.f ? o / l : 0.f;
+    const float lse = l > 0.f ? (m + fast_log2(l)) * kLn2 : ATTN_NEG_INF;
+    const int token = (row0 + row) / Cfg::kGroup, head = (row0 + row) % Cfg::kGroup;
+    const i64 at = token * sink.q_row + head * kD + col;
+    const i64 lse_at = (i64)token * sink.num_q_heads + head;
+    if (sink.part_out) {
+      sink.part_out[at] = o;
+      if (col == 0)
+        sink.part_lse[lse_at] = lse;
+    } else {
+      sink.out[at] = Mma<typename Cfg::Elem>::from_float(o);
+      if (sink.lse && col == 0)
+        sink.lse[lse_at] = lse;
+    }
+  }
+  __syncthreads(); // the scratch is reused by the next rows
+}
+
+/// attn-split-kv, the merge kernel's step: one output row from the splits'
+/// partial outputs and lse values (fp32; split s's row at s * split_stride
+/// elements of part_out and s * lse_stride of part_lse).
+template <class Cfg>
+ATTN_DEVICE void merge_splits(const float *part_out, i64 split_stride, const float *part_lse,
+                              i64 lse_stride, int splits, typename Cfg::Elem *out, float *lse) {
+  const float merged = merged_lse(part_lse, splits, lse_stride);
+  for (int col = threadIdx.x; col < Cfg::kHeadDim; col += blockDim.x) {
+    float o = 0.f;
+    // attn-safe-init: every split empty: merged = -inf and the row is 0.
+    if (merged != ATTN_NEG_INF)
+      for (int s = 0; s < splits; ++s)
+        o += expf(part_lse[s * lse_stride] - merged) * part_out[s * split_stride + col];
+    out[col] = Mma<typename Cfg::Elem>::from_float(o);
+  }
+  if (lse && threadIdx.x == 0)
+    *lse = merged;
+}
+
+} // namespace kernel
+} // namespace attn
+
+#endif // ATTN_TEMPLATES_DECODE_CUH

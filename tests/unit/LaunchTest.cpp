@@ -1,0 +1,176 @@
+//===- LaunchTest.cpp - The runtime's argument checks, without a GPU ------===//
+//
+// Kernel::launch refuses arguments that do not fit the spec before anything
+// is enqueued; these are the checks it runs (host side) and the checking
+// mode's (on host copies of the index arrays), with their messages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "attnc/Kernel.h"
+
+#include <catch2/catch.hpp>
+
+using namespace attn;
+
+namespace {
+Spec spec(const std::string &text) {
+  SpecResult r = parseSpec(text);
+  REQUIRE(r);
+  return *r.spec;
+}
+
+/// Good arguments for a paged decode batch of 4 sequences (lengths up to
+/// 1000, 8 query heads over 2 KV heads) at made-up aligned addresses.
+AttentionArgs pagedDecode() {
+  AttentionArgs a;
+  a.q = 0x10000;
+  a.k = 0x20000;
+  a.v = 0x30000;
+  a.o = 0x40000;
+  a.lse = 0x50000;
+  a.cu_seqlens_q = 0x60000;
+  a.seq_lens_k = 0x70000;
+  a.block_table = 0x80000;
+  a.batch = 4;
+  a.num_q_heads = 8;
+  a.num_kv_heads = 2;
+  a.total_q = 4;
+  a.max_q_len = 1;
+  a.max_kv_len = 1000;
+  a.num_pages = 300;
+  a.block_table_stride = 63;
+  return a;
+}
+
+std::string check(const Spec &s, const AttentionArgs &a) {
+  return validateArgs(s, a, chooseSplits(s, a, 132, 3));
+}
+} // namespace
+
+TEST_CASE("good arguments pass the launch checks", "[launch]") {
+  const Spec s = spec("mode=decode,page_size=16,gqa=4,split_kv=1,return_lse=true");
+  CHECK(check(s, pagedDecode()) == "");
+  AttentionArgs contiguous = pagedDecode();
+  contiguous.cu_seqlens_k = 0x90000;
+  contiguous.total_kv = 4000;
+  CHECK(check(spec("gqa=4,head_dim=64"), contiguous) == "");
+}
+
+TEST_CASE("bad arguments are refused with a message naming the argument", "[launch]") {
+  const Spec s = spec("mode=decode,page_size=16,gqa=4,split_kv=1,return_lse=true");
+  struct Case {
+    const char *want;
+    void (*edit)(AttentionArgs &);
+  };
+  const Case cases[] = {
+      {"q is a null pointer", [](AttentionArgs &a) { a.q = 0; }},
+      {"o is a null pointer", [](AttentionArgs &a) { a.o = 0; }},
+      {"k = 0x20008 is not 16-byte aligned", [](AttentionArgs &a) { a.k += 8; }},
+      {"cu_seqlens_q = 0x60002 is not 4-byte aligned", [](AttentionArgs &a) { a.cu_seqlens_q += 2; }},
+      {"lse is a null pointer, and the spec has return_lse = true", [](AttentionArgs &a) { a.lse = 0; }},
+      {"block_table is a null pointer", [](AttentionArgs &a) { a.block_table = 0; }},
+      {"num_q_heads = 9 but the spec's gqa = 4 with num_kv_heads = 2 needs 8",
+       [](AttentionArgs &a) { a.num_q_heads = 9; }},
+      {"num_kv_heads = 0 must be >= 1", [](AttentionArgs &a) { a.num_kv_heads = 0; }},
+      {"max_kv_len = 1000 needs 63 pages of 16 tokens, but block_table_stride = 62",
+       [](AttentionArgs &a) { a.block_table_stride = 62; }},
+      {"num_pages = 0", [](AttentionArgs &a) { a.num_pages = 0; }},
+      {"max_q_len = 5 is more than total_q = 4", [](AttentionArgs &a) { a.max_q_len = 5; }},
+      {"batch = 70000 is over the grid limit", [](AttentionArgs &a) { a.batch = 70000; }},
+      {"scale = nan", [](AttentionArgs &a) { a.scale = std::nan(""); }},
+      {"num_splits = 2000 must be in 1..1024", [](AttentionArgs &a) { a.num_splits = 2000; }},
+      {"workspace is a null pointer: 3 KV splits need 4 * 8 * 129 * 4 bytes",
+       [](AttentionArgs &a) { a.num_splits = 3; }},
+  };
+  for (const Case &c : cases) {
+    AttentionArgs a = pagedDecode();
+    c.edit(a);
+    const std::string got = check(s, a);
+    INFO(c.want << " <- " << got);
+    // The workspace message gives the computed size.
+    if (std::string(c.want).rfind("workspace", 0) == 0)
+      CHECK(got == "workspace is a null pointer: 3 KV splits need " +
+                       std::to_string(3 * 4 * 8 * 129 * 4) + " bytes");
+    else
+      CHECK(got.rfind(c.want, 0) == 0);
+  }
+  AttentionArgs a = pagedDecode();
+  a.num_splits = 3;
+  a.workspace = 0xa0000;
+  a.workspace_bytes = 100;
+  CHECK(check(s, a) == "workspace_bytes = 100 but 3 KV splits need " +
+                           std::to_string(3 * 4 * 8 * 129 * 4));
+  a.workspace_bytes = workspaceBytes(s, a, 3);
+  CHECK(check(s, a) == "");
+  // A contiguous cache needs its offsets; prefill never splits.
+  AttentionArgs c = pagedDecode();
+  CHECK(check(spec("gqa=4"), c) == "cu_seqlens_k is a null pointer (a contiguous KV cache needs it)");
+  c.cu_seqlens_k = 0x90000;
+  c.total_kv = 999;
+  CHECK(check(spec("gqa=4"), c) == "max_kv_len = 1000 is more than total_kv = 999");
+  c.total_kv = 1000;
+  c.num_splits = 2;
+  CHECK(check(spec("gqa=4"), c) == "num_splits = 2: prefill kernels do not split the KV range");
+  CHECK(check(spec("target=cpu,gqa=4"), pagedDecode()).find("target is cpu") != std::string::npos);
+}
+
+TEST_CASE("split_kv = auto fills the GPU in whole waves and keeps splits long enough",
+          "[launch]") {
+  const Spec autoSplit = spec("mode=decode,page_size=16,gqa=4");
+  AttentionArgs a = pagedDecode();
+  // 8 x 8 = 64 blocks, 512 tiles of 64 keys; 132 SMs x 3 blocks = 396 at once:
+  // 6 splits fill one wave (384 blocks), 7 would spill into a second.
+  a.batch = 8;
+  a.num_kv_heads = 8;
+  a.max_kv_len = 32768;
+  CHECK(chooseSplits(autoSplit, a, 132, 3) == 6);
+  // 512 blocks of 16 tiles: 1.3 waves unsplit; 2 splits give 2.6 waves of half the work.
+  a.batch = 64;
+  a.max_kv_len = 1024;
+  CHECK(chooseSplits(autoSplit, a, 132, 3) == 2);
+  // Enough blocks for many full waves: no split.
+  a.batch = 64 * 33;
+  CHECK(chooseSplits(autoSplit, a, 132, 1) == 1);
+  a.batch = 8;
+  a.max_kv_len = 100; // 2 tiles: too short to split
+  CHECK(chooseSplits(autoSplit, a, 132, 3) == 1);
+  CHECK(chooseSplits(spec("mode=decode,page_size=16,split_kv=5"), a, 132, 3) == 5);
+  a.num_splits = 2; // the caller's choice wins
+  CHECK(chooseSplits(autoSplit, a, 132, 3) == 2);
+  CHECK(chooseSplits(spec("gqa=4"), a, 132, 3) == 1);
+}
+
+TEST_CASE("the checking mode reads offsets, lengths and block-table entries", "[launch]") {
+  const Spec s = spec("mode=decode,page_size=16,gqa=4,split_kv=1,return_lse=true");
+  AttentionArgs a = pagedDecode();
+  a.block_table_stride = 63;
+  std::vector<int32_t> cuQ = {0, 1, 2, 3, 4}, lens = {1, 16, 17, 1000};
+  std::vector<int32_t> table(4 * 63, -1); // unused entries may hold anything
+  table[0] = 5;
+  table[63] = 6;
+  table[126] = 7;
+  table[127] = 8;
+  for (int i = 0; i < 63; ++i)
+    table[189 + i] = 100 + i;
+  CHECK(checkSequenceArrays(s, a, cuQ, {}, lens, table) == "");
+
+  auto broken = table;
+  broken[127] = 300;
+  CHECK(checkSequenceArrays(s, a, cuQ, {}, lens, broken) ==
+        "block_table[2][1] = 300 is outside the cache's 300 pages");
+  broken = table;
+  broken[189 + 62] = -1;
+  CHECK(checkSequenceArrays(s, a, cuQ, {}, lens, broken) ==
+        "block_table[3][62] = -1 is outside the cache's 300 pages");
+  auto longer = lens;
+  longer[1] = 1001;
+  CHECK(checkSequenceArrays(s, a, cuQ, {}, longer, table) ==
+        "seq_lens_k[1] = 1001 is outside 0..1000 (max_kv_len)");
+  CHECK(checkSequenceArrays(s, a, {0, 1, 0, 3, 4}, {}, lens, table) ==
+        "cu_seqlens_q is not ascending: [1] = 1, [2] = 0");
+  CHECK(checkSequenceArrays(s, a, {0, 1, 2, 3, 5}, {}, lens, table) ==
+        "sequence 3 has 2 tokens by cu_seqlens_q, more than the max given (1)");
+  a.max_q_len = 2;
+  CHECK(checkSequenceArrays(s, a, {0, 1, 2, 3, 5}, {}, lens, table) ==
+        "cu_seqlens_q[batch] = 5 is past the 4 rows given");
+}
