@@ -163,10 +163,12 @@ void applyDefaultTiles(Spec &spec) {
     q = 1; // One query token per sequence; GQA packs the group's heads.
     kv = 64;
   } else if (spec.isGPU()) {
-    // 16 query rows per warp; 64-key tiles keep the score and accumulator
-    // fragments within 255 registers without spills (measured on sm_90a).
+    // The emitted kernels give a warp 32 query rows when the accumulator and
+    // score fragments of two 16-row blocks fit in 255 registers
+    // (head_dim + tile_kv <= 160), else 16. 32-key tiles let head dims
+    // 112..128 take 32 rows without spills (ptxas, sm_80 and sm_90a).
     q = spec.head_dim <= 128 ? 128 : 64;
-    kv = 64;
+    kv = spec.head_dim > 96 && spec.head_dim <= 128 ? 32 : 64;
   }
   if (spec.tile_q == 0)
     spec.tile_q = q;

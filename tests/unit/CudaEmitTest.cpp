@@ -40,16 +40,19 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
   CudaLaunchShape shape;
   std::string src = emit("mask=causal,page_size=16,gqa=4,return_lse=true", shape);
   for (const char *step : {"attn-online-softmax: m = -inf, l = 0, acc = 0",
-                           "attn-mask-tiles: fully visible tiles: no mask arithmetic",
-                           "attn-mask-tiles: partial tiles", "apply_mask<Cfg>",
+                           "[full_lo, full_hi): fully visible tiles: no mask arithmetic",
+                           "[full_hi, hi): partial tiles", "apply_mask<Cfg>",
                            "attn-page-kv: every K and V row through the block table",
                            "attn-share-kv-heads", "kGroup = 4", "state.update(s)",
                            "accumulate_pv<Cfg>", "lse = m + log l"})
     CHECK(src.find(step) != std::string::npos);
-  // A fully visible loop carries no mask: apply_mask appears once, in the partial loop.
-  CHECK(src.find("apply_mask<Cfg>") == src.rfind("apply_mask<Cfg>"));
-  CHECK(shape.threads == 256);
-  CHECK(shape.shared_bytes == (128 + 2 * 64) * 128 * 2);
+  // Fully visible tiles skip the mask arithmetic.
+  CHECK(src.find("if (j < tiles.full_lo || j >= tiles.full_hi)\n      apply_mask<Cfg>") !=
+        std::string::npos);
+  // head_dim 128 with 32-key tiles: 32 rows per warp, 4 warps for 128 rows.
+  CHECK(src.find("kWarpRows = 32") != std::string::npos);
+  CHECK(shape.threads == 128);
+  CHECK(shape.shared_bytes == (128 + 2 * 32) * 128 * 2);
 }
 
 TEST_CASE("emitting CUDA for a CPU spec is refused with a reason", "[cuda]") {

@@ -193,7 +193,7 @@ TEST_CASE("an empty spec is a bf16 prefill kernel for sm_90a with default tiles"
     CHECK(s.dtype == DType::BF16);
     CHECK(s.target == Target::SM90a);
     CHECK(s.tile_q == 128);
-    CHECK(s.tile_kv == 64);
+    CHECK(s.tile_kv == 32);
     CHECK(s.mask == Mask{});
     CHECK(s.page_size == 0);
     CHECK(s.gqa == 1);
@@ -209,7 +209,7 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
   };
   for (const char *target : {"sm_80", "sm_90a"}) {
     for (Case c : {Case{32, 128, 64}, Case{64, 128, 64}, Case{96, 128, 64},
-                   Case{128, 128, 64}, Case{160, 64, 64}, Case{256, 64, 64}}) {
+                   Case{112, 128, 32}, Case{128, 128, 32}, Case{160, 64, 64}, Case{256, 64, 64}}) {
       Spec s = parseValid("target=" + std::string(target) +
                           ",head_dim=" + std::to_string(c.headDim));
       INFO("target=" << target << " head_dim=" << c.headDim);
@@ -265,7 +265,7 @@ TEST_CASE("applyDefaultTiles fills only the tiles left at zero",
   Spec s;
   applyDefaultTiles(s);
   CHECK(s.tile_q == 128);
-  CHECK(s.tile_kv == 64);
+  CHECK(s.tile_kv == 32);
 
   Spec d;
   d.mode = Mode::Decode;
@@ -313,7 +313,7 @@ TEST_CASE("names, element sizes and field names are the documented spellings",
 TEST_CASE("the canonical form lists every field in a fixed order",
           "[spec][canonical]") {
   CHECK(parseValid("").str() ==
-        "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=64,mask=none,"
+        "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=32,mask=none,"
         "page_size=0,gqa=1,return_lse=false,target=sm_90a");
   CHECK(parseValid("target=cpu,mode=decode,page_size=32,mask=sliding_window(9),"
                    "return_lse=true,split_kv=4,gqa=2,head_dim=40")
@@ -328,9 +328,9 @@ TEST_CASE("the canonical form lists every field in a fixed order",
 
 TEST_CASE("the symbol spells out every field", "[spec][canonical]") {
   CHECK(parseValid("mask=causal,page_size=16,gqa=4").symbol() ==
-        "attn_prefill_hd128_bf16_q128_kv64_causal_p16_g4_sm90a");
+        "attn_prefill_hd128_bf16_q128_kv32_causal_p16_g4_sm90a");
   CHECK(parseValid("").symbol() ==
-        "attn_prefill_hd128_bf16_q128_kv64_nomask_p0_g1_sm90a");
+        "attn_prefill_hd128_bf16_q128_kv32_nomask_p0_g1_sm90a");
   CHECK(parseValid("mode=decode,page_size=16,mask=sliding_window(512),"
                    "return_lse=true,target=sm_80,dtype=f16,split_kv=8")
             .symbol() ==

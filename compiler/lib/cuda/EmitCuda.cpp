@@ -203,31 +203,38 @@ void printPrefill(std::ostringstream &o, const KernelPlan &plan) {
     << "  // attn-mask-tiles: which KV tiles some query of this block sees, by class.\n"
     << "  const TileRange tiles = classify_tiles(Cfg::kMask, Cfg::kWindow, q_start, Cfg::kTileQ,\n"
     << "                                         Cfg::kTileKV, q_len, kv_len);\n";
+  // One loop over the tiles some row sees, the mask applied on the partial
+  // ones: one copy of the loop body (a copy per class would double the
+  // registers live across the loops and the compile time).
+  bool masked = false;
+  o << "\n  // attn-mask-tiles: the KV tiles in [lo, hi); by class:\n";
   for (const auto &kv : plan.loops) {
-    o << "\n  // attn-mask-tiles: " << kv.why << ".\n"
-      << "  for (i64 j = tiles." << kv.lower << "; j < tiles." << kv.upper << "; ++j) {\n"
-      << "    // " << (plan.paged ? "attn-page-kv: every K and V row through the block table (KVCache::row)."
-                                  : "The K and V rows of tile j; rows past kv_len read as zero.")
-      << "\n"
-      << "    load_tile<Cfg, Cfg::kTileKV>(smem_k, [&](int r) { return keys.row((int)j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
-      << "    cp_async_commit();\n"
-      << "    load_tile<Cfg, Cfg::kTileKV>(smem_v, [&](int r) { return values.row((int)j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
-      << "    cp_async_commit();\n"
-      << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
-      << "    __syncthreads();\n"
-      << "    Scores<Cfg> s;\n"
-      << "    qk<Cfg>(s, smem_q, warp, smem_k, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
-    if (kv.masked)
-      o << "    // attn-mask-tiles: a partial tile: hide the keys this warp's rows may not see.\n"
-        << "    apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, j * Cfg::kTileKV, q_len, kv_len);\n";
-    o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
-      << "    // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
-      << "    state.update(s);\n"
-      << "    cp_async_wait<0>(); // V has arrived\n"
-      << "    __syncthreads();\n"
-      << "    accumulate_pv<Cfg>(state, s, smem_v); // acc += P V\n"
-      << "    __syncthreads(); // the next tile overwrites K and V\n  }\n";
+    o << "  //   [" << kv.lower << ", " << kv.upper << "): " << kv.why << "\n";
+    masked |= kv.masked;
   }
+  o << "  for (i64 j = tiles.lo; j < tiles.hi; ++j) {\n"
+    << "    // " << (plan.paged ? "attn-page-kv: every K and V row through the block table (KVCache::row)."
+                                : "The K and V rows of tile j; rows past kv_len read as zero.")
+    << "\n"
+    << "    load_tile<Cfg, Cfg::kTileKV>(smem_k, [&](int r) { return keys.row((int)j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
+    << "    cp_async_commit();\n"
+    << "    load_tile<Cfg, Cfg::kTileKV>(smem_v, [&](int r) { return values.row((int)j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
+    << "    cp_async_commit();\n"
+    << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
+    << "    __syncthreads();\n"
+    << "    Scores<Cfg> s;\n"
+    << "    qk<Cfg>(s, smem_q, warp, smem_k, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
+  if (masked)
+    o << "    // attn-mask-tiles: a partial tile: hide the keys this warp's rows may not see.\n"
+      << "    if (j < tiles.full_lo || j >= tiles.full_hi)\n"
+      << "      apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, j * Cfg::kTileKV, q_len, kv_len);\n";
+  o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
+    << "    // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
+    << "    state.update(s);\n"
+    << "    cp_async_wait<0>(); // V has arrived\n"
+    << "    __syncthreads();\n"
+    << "    accumulate_pv<Cfg>(state, s, smem_v); // acc += P V\n"
+    << "    __syncthreads(); // the next tile overwrites K and V\n  }\n";
   o << "\n  // attn-online-softmax: normalise once, at the end: out = acc / l"
     << (plan.lse ? ", lse = m + log l" : "") << ".\n"
     << "  const Rows<Elem> out = {reinterpret_cast<Elem *>(p.o) + q_begin * q_row + head * Cfg::kHeadDim,\n"
@@ -362,9 +369,11 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   }
   shape.decode = decode;
   shape.tile_q = static_cast<int>(tileQ);
-  // 32 query rows per warp halve the shared-memory reads per mma; larger
-  // head dims keep 16: two accumulators and two score tiles would spill.
-  const int64_t warpRows = !decode && spec.head_dim <= 64 && tileQ % 32 == 0 ? 32 : 16;
+  // 32 query rows per warp halve the shared-memory reads per mma, when two
+  // row blocks' accumulators (head_dim / 2 registers each) and scores
+  // (tile_kv / 2 each) fit next to the rest in 255 registers; else 16.
+  const int64_t warpRows =
+      !decode && tileQ % 32 == 0 && spec.head_dim + spec.tile_kv <= 160 ? 32 : 16;
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / warpRows * 32);
   const int64_t kvTiles = decode ? 2 * 2 : 2; // decode: K and V, two stages
   shape.shared_bytes = static_cast<int>((tileQ + kvTiles * spec.tile_kv) * spec.head_dim * 2);
