@@ -231,7 +231,10 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
 /// The summary and verdict: exit status 0 within `bound`, else 1.
 int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, double bound) {
   const double measured = maxAbsBound ? errors.maxAbs : errors.relative();
-  llvm::outs() << "ran in " << llvm::format("%.3f", runSeconds) << " s; checked "
+  llvm::outs() << "ran in "
+               << (runSeconds < 0.1 ? llvm::format("%.3f ms", runSeconds * 1e3)
+                                    : llvm::format("%.3f s", runSeconds))
+               << "; checked "
                << errors.checked << " query rows against the textbook reference\n"
                << "max abs error " << llvm::format("%.3g", errors.maxAbs) << ", relative error "
                << llvm::format("%.3g", errors.relative()) << " (bound: "

@@ -1,6 +1,6 @@
 //===- attnc.cpp - The attnc command line ---------------------------------===//
 //
-//   attnc emit [--spec TEXT] [--stage STAGE] [--print-ir-after-all] [-o FILE]
+//   attnc emit [--spec TEXT] [--target T] [--stage STAGE] [--print-ir-after-all] [-o FILE]
 //   attnc spec [--spec TEXT]
 //
 // `emit` builds the textbook IR of a spec and runs the pipeline up to a
@@ -122,6 +122,12 @@ static cl::opt<std::string>
                    "source for a GPU target)"),
           cl::value_desc("stage"), cl::init("final"), cl::sub(emitCmd), cl::cat(attncCategory));
 
+static cl::opt<std::string>
+    emitTarget("target",
+               cl::desc("sm_80 | sm_90a | cpu: the spec's target (instead of target= in --spec); "
+                        "with a GPU target and no --stage, prints the CUDA source"),
+               cl::value_desc("target"), cl::sub(emitCmd), cl::cat(attncCategory));
+
 static cl::opt<bool> printAfterAll("print-ir-after-all",
                                    cl::desc("Print the IR after every pass, up to --stage"),
                                    cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
@@ -140,7 +146,7 @@ static const char *kOverview = R"(attnc: a compiler for FlashAttention-family ke
 Commands:
   attnc emit      print the IR of a spec after a stage of the pipeline
   attnc spec      check a spec and print its canonical form
-  attnc run       run a spec's kernel (on the CPU) and check it against textbook attention
+  attnc run       run a spec's kernel (CPU or GPU) and check it against textbook attention
   attnc trace     follow one query row through the recurrence, tile by tile
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
   attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else ~/.cache/attnc)
@@ -185,12 +191,27 @@ static int runSpec() {
 }
 
 static int runEmit() {
+  if (emitTarget.getNumOccurrences()) {
+    if (attn::SpecResult own = attn::parseSpec(specText);
+        own && attn::parseSpec(specText + ",target=" + emitTarget.getValue()).error &&
+        !attn::parseSpec("target=" + emitTarget.getValue()).error) {
+      llvm::errs() << "attnc: --target " << emitTarget << " and the spec's target = "
+                   << attn::name(own.spec->target) << ": give the target once\n";
+      return 1;
+    }
+    specText = specText.getValue() + (specText.empty() ? "" : ",") + "target=" +
+               emitTarget.getValue();
+  }
   std::optional<attn::Spec> spec = readSpec();
   if (!spec)
     return 1;
+  // `attnc emit --target sm_90a` prints the kernel.
+  std::string stage = ::stage;
+  if (emitTarget.getNumOccurrences() && !::stage.getNumOccurrences() && spec->isGPU())
+    stage = "cuda";
   const auto &passes = attn::pipelinePassNames();
   const bool knownStage = stage == "textbook" || stage == "final" || stage == "cuda" ||
-                          llvm::is_contained(passes, stage.getValue());
+                          llvm::is_contained(passes, stage);
   if (!knownStage) {
     llvm::errs() << "attnc: unknown --stage '" << stage
                  << "': expected textbook, final, cuda or one of";
@@ -220,7 +241,7 @@ static int runEmit() {
   }
   if (stage != "textbook") {
     PassManager pm(&ctx);
-    attn::buildAttnPipeline(pm, stage == "final" || stage == "cuda" ? "" : stage.getValue());
+    attn::buildAttnPipeline(pm, stage == "final" || stage == "cuda" ? "" : stage);
     if (printAfterAll)
       pm.enableIRPrinting([](Pass *, Operation *) { return false; },
                           [](Pass *, Operation *) { return true; },

@@ -279,6 +279,14 @@ int bench(Gpu &g) {
       x = harness::toBits(normal(rng), DType::BF16);
     return v;
   };
+  // q, k, v of random values and an output, in a fresh device batch.
+  auto upload = [&](harness::DeviceBatch &d, size_t qElems, size_t kvElems) {
+    d.cu = g.cu;
+    d.args.q = d.upload(randomBits(qElems).data(), qElems * 2);
+    d.args.k = d.upload(randomBits(kvElems).data(), kvElems * 2);
+    d.args.v = d.upload(randomBits(kvElems).data(), kvElems * 2);
+    d.args.o = d.upload(nullptr, qElems * 2);
+  };
   auto load = [&](const std::string &text) -> std::shared_ptr<const Kernel> {
     SpecResult parsed = parseSpec(text + ",target=" + g.rt->arch());
     KernelLookup k = parsed ? g.rt->kernel(*parsed.spec) : KernelLookup{};
@@ -300,12 +308,8 @@ int bench(Gpu &g) {
         for (int b = 0; b <= batch; ++b)
           cuSeq[b] = b * n;
         harness::DeviceBatch d;
-        d.cu = g.cu;
+        upload(d, elems, elems);
         AttentionArgs &a = d.args;
-        a.q = d.upload(randomBits(elems).data(), elems * 2);
-        a.k = d.upload(randomBits(elems).data(), elems * 2);
-        a.v = d.upload(randomBits(elems).data(), elems * 2);
-        a.o = d.upload(nullptr, elems * 2);
         a.cu_seqlens_q = a.cu_seqlens_k = d.upload(cuSeq.data(), cuSeq.size() * 4);
         a.batch = batch;
         a.num_q_heads = a.num_kv_heads = heads;
@@ -340,19 +344,15 @@ int bench(Gpu &g) {
       cuQ[b] = b;
     const size_t kvElems = size_t(pages) * 16 * r.hkv * 128, qElems = size_t(r.batch) * r.hq * 128;
     harness::DeviceBatch d;
-    d.cu = g.cu;
+    upload(d, qElems, kvElems);
     AttentionArgs &a = d.args;
-    a.q = d.upload(randomBits(qElems).data(), qElems * 2);
-    a.k = d.upload(randomBits(kvElems).data(), kvElems * 2);
-    a.v = d.upload(randomBits(kvElems).data(), kvElems * 2);
-    a.o = d.upload(nullptr, qElems * 2);
     a.cu_seqlens_q = d.upload(cuQ.data(), cuQ.size() * 4);
     a.seq_lens_k = d.upload(lens.data(), lens.size() * 4);
     a.block_table = d.upload(table.data(), table.size() * 4);
     a.batch = r.batch;
     a.num_q_heads = r.hq;
     a.num_kv_heads = r.hkv;
-    a.total_q = a.max_q_len = r.batch;
+    a.total_q = r.batch;
     a.max_q_len = 1;
     a.max_kv_len = r.len;
     a.num_pages = pages;
