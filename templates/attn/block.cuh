@@ -53,10 +53,11 @@ struct WarpState {
     for (int r = 0; r < Cfg::kRowBlocks; ++r)
       rows[r].init();
   }
-  ATTN_DEVICE void update(float (&s)[Cfg::kRowBlocks][Cfg::kTileKV / 8][4]) {
+  /// c = softmax scale * log2 e (see RowState::update).
+  ATTN_DEVICE void update(float (&s)[Cfg::kRowBlocks][Cfg::kTileKV / 8][4], float c) {
 #pragma unroll
     for (int r = 0; r < Cfg::kRowBlocks; ++r)
-      rows[r].update(s[r]);
+      rows[r].update(s[r], c);
   }
 };
 
@@ -64,15 +65,15 @@ struct WarpState {
 template <class Cfg>
 using Scores = float[Cfg::kRowBlocks][Cfg::kTileKV / 8][4];
 
-/// S = Q K^T for this warp's kRowBlocks * 16 rows and the tile's keys, times
-/// scale * log2 e. Each K fragment read from shared memory serves every row
+/// S = Q K^T for this warp's kRowBlocks * 16 rows and the tile's keys (raw:
+/// the softmax scale is applied inside the exponent). Each K fragment read from shared memory serves every row
 /// block of the warp (more rows per warp: less shared-memory traffic per
 /// mma). The Q fragments are re-read from shared memory for each 16 columns
 /// of head_dim rather than held in registers for the whole loop: the
 /// registers go to acc.
 template <class Cfg>
 ATTN_DEVICE void qk(Scores<Cfg> &s, const typename Cfg::Elem *smem_q, int warp,
-                    const typename Cfg::Elem *smem_k, float scale_log2) {
+                    const typename Cfg::Elem *smem_k) {
   using QTile = SmemTile<Cfg::kTileQ, Cfg::kHeadDim>;
   using KTile = SmemTile<Cfg::kTileKV, Cfg::kHeadDim>;
   constexpr int R = Cfg::kRowBlocks, NB = Cfg::kTileKV / 8;
@@ -107,13 +108,6 @@ ATTN_DEVICE void qk(Scores<Cfg> &s, const typename Cfg::Elem *smem_q, int warp,
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        s[r][nb][i] *= scale_log2;
 }
 
 /// Hides the keys this warp's rows may not see (and keys past kv_len): -inf.

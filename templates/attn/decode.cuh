@@ -50,14 +50,14 @@ using DecodeState = WarpState<WarpSlice<Cfg>>;
 template <class Cfg>
 using DecodeScores = Scores<WarpSlice<Cfg>>;
 
-/// S = Q K^T * scale * log2 e for the block's 16 rows and this warp's 16
-/// keys of the tile in shared memory.
+/// S = Q K^T (raw) for the block's 16 rows and this warp's 16 keys of the
+/// tile in shared memory.
 template <class Cfg>
 ATTN_DEVICE void decode_qk(DecodeScores<Cfg> &s, const typename Cfg::Elem *smem_q,
-                           const typename Cfg::Elem *smem_k, int warp, float scale_log2) {
+                           const typename Cfg::Elem *smem_k, int warp) {
   // Rows 16 * warp .. of a swizzled tile start a swizzle period: the warp's
   // keys are a 16-row tile of their own.
-  qk<WarpSlice<Cfg>>(s, smem_q, 0, smem_k + warp * 16 * Cfg::kHeadDim, scale_log2);
+  qk<WarpSlice<Cfg>>(s, smem_q, 0, smem_k + warp * 16 * Cfg::kHeadDim);
 }
 
 /// acc += P V for this warp's 16 keys.

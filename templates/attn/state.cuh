@@ -40,18 +40,19 @@ struct RowState {
         acc[b][i] = 0.f;
   }
 
-  /// Folds one tile of scores into the state and turns the scores into the
-  /// probabilities p that multiply V: m_new = max(m, rowmax(s)),
-  /// alpha = exp2(m - m_new), p = exp2(s - m_new), l = alpha l + sum(p),
+  /// Folds one tile of raw scores s = q . k into the state and turns them
+  /// into the probabilities p that multiply V, with c = scale * log2 e
+  /// (> 0) folded into one FFMA per score: m_new = max(m, c rowmax(s)),
+  /// alpha = exp2(m - m_new), p = exp2(c s - m_new), l = alpha l + sum(p),
   /// acc = alpha acc (the caller then adds p V).
-  ATTN_DEVICE void update(float (&s)[kScoreBlocks][4]) {
+  ATTN_DEVICE void update(float (&s)[kScoreBlocks][4], float c) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = ATTN_NEG_INF;
 #pragma unroll
       for (int b = 0; b < kScoreBlocks; ++b)
         tile_max = fmaxf(tile_max, fmaxf(s[b][2 * r], s[b][2 * r + 1]));
-      const float m_new = fmaxf(m[r], quad_max(tile_max));
+      const float m_new = fmaxf(m[r], quad_max(tile_max) * c); // c > 0: max and scale commute
       // attn-safe-init: while a row has seen no visible key m_new is -inf;
       // use 0 as the reference so that exp2(-inf - 0) = 0, never
       // exp2(-inf - -inf) = NaN.
@@ -62,8 +63,8 @@ struct RowState {
       float sum = 0.f;
 #pragma unroll
       for (int b = 0; b < kScoreBlocks; ++b) {
-        s[b][2 * r] = fast_exp2(s[b][2 * r] - ref);
-        s[b][2 * r + 1] = fast_exp2(s[b][2 * r + 1] - ref);
+        s[b][2 * r] = fast_exp2(fmaf(s[b][2 * r], c, -ref)); // a masked -inf gives 0
+        s[b][2 * r + 1] = fast_exp2(fmaf(s[b][2 * r + 1], c, -ref));
         sum += s[b][2 * r] + s[b][2 * r + 1];
       }
       l[r] = alpha * l[r] + sum;

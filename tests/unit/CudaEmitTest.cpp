@@ -59,7 +59,7 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
                            "[full_lo, full_hi): fully visible tiles: no mask arithmetic",
                            "[full_hi, hi): partial tiles", "apply_mask<Cfg>",
                            "attn-page-kv: every K and V row through the block table",
-                           "attn-share-kv-heads", "kGroup = 4", "state.update(s)",
+                           "attn-share-kv-heads", "kGroup = 4", "state.update(s, p.scale_log2)",
                            "accumulate_pv<Cfg>", "lse = m + log l"})
     CHECK(src.find(step) != std::string::npos);
   // Fully visible tiles skip the mask arithmetic.

@@ -15,7 +15,7 @@ extern "C" __global__ void probe(const __nv_bfloat16* k, const int* bt, float* o
   RowState<64, 128> st; st.init();
   float s[8][4];
   for (int b = 0; b < 8; ++b) for (int i = 0; i < 4; ++i) s[b][i] = threadIdx.x * 0.01f + b;
-  st.update(s);
+  st.update(s, 0.125f);
   float inv[2], lse[2]; st.finish(inv, lse);
   KVCache<__nv_bfloat16, 16, 128> c{k, bt, 10, (int)kv_len, 128};
   const __nv_bfloat16* r = c.row(threadIdx.x, 0);

@@ -223,14 +223,15 @@ void printPrefill(std::ostringstream &o, const KernelPlan &plan) {
     << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
     << "    __syncthreads();\n"
     << "    Scores<Cfg> s;\n"
-    << "    qk<Cfg>(s, smem_q, warp, smem_k, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
+    << "    qk<Cfg>(s, smem_q, warp, smem_k); // S = Q K^T\n";
   if (masked)
     o << "    // attn-mask-tiles: a partial tile: hide the keys this warp's rows may not see.\n"
       << "    if (j < tiles.full_lo || j >= tiles.full_hi)\n"
       << "      apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, j * Cfg::kTileKV, q_len, kv_len);\n";
   o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
     << "    // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
-    << "    state.update(s);\n"
+    << "    // The scale rides in the exponent, in base 2: exp2(S * scale * log2 e - m).\n"
+    << "    state.update(s, p.scale_log2);\n"
     << "    cp_async_wait<0>(); // V has arrived\n"
     << "    __syncthreads();\n"
     << "    accumulate_pv<Cfg>(state, s, smem_v); // acc += P V\n"
@@ -310,14 +311,14 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "      cp_async_wait<1>(); // tile j has arrived\n"
     << "      __syncthreads();\n"
     << "      DecodeScores<Cfg> s;\n"
-    << "      decode_qk<Cfg>(s, smem_q, smem_k(stage), warp, p.scale_log2); // S = Q K^T * scale, exp2 domain\n";
+    << "      decode_qk<Cfg>(s, smem_q, smem_k(stage), warp); // S = Q K^T\n";
   if (masked)
     o << "      // attn-mask-tiles: a partial tile: hide the keys a row's token may not see.\n"
       << "      if (j < tiles.full_lo || j >= tiles.full_hi)\n"
       << "        decode_mask<Cfg>(s, row0, j * Cfg::kTileKV + warp * 16, q_len, kv_len);\n";
   o << "      // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
     << "      // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
-    << "      state.update(s);\n"
+    << "      state.update(s, p.scale_log2); // the scale rides in the exponent, base 2\n"
     << "      decode_pv<Cfg>(state, s, smem_v(stage), warp); // acc += P V\n"
     << "      __syncthreads(); // the stage is reloaded two tiles on\n"
     << "    }\n"
