@@ -11,7 +11,13 @@ for tool in attnc attn-opt; do
     exit 1
   fi
 done
-"$bin/attnc" emit --spec mode=decode,page_size=16,gqa=4 | grep -q 'attn.merge'
-"$bin/attn-opt" "$root/tests/lit/pipeline.mlir" --attn-pipeline | grep -q 'attn.block_table_lookup'
-"$bin/attnc" run --spec dtype=f64,mask=causal,page_size=7,gqa=3 --q-len 50 | grep -q '^OK$'
+# Each output is read whole before it is searched: `tool | grep -q` would let
+# grep exit at the first match and the tool die of SIGPIPE, which pipefail
+# reports as a failure.
+out=$("$bin/attnc" emit --spec mode=decode,page_size=16,gqa=4)
+grep -q 'attn.merge' <<<"$out"
+out=$("$bin/attn-opt" "$root/tests/lit/pipeline.mlir" --attn-pipeline)
+grep -q 'attn.block_table_lookup' <<<"$out"
+out=$("$bin/attnc" run --spec dtype=f64,mask=causal,page_size=7,gqa=3 --q-len 50)
+grep -q '^OK$' <<<"$out"
 echo "check-static: $bin/attnc and attn-opt are portable (no shared MLIR/LLVM) and work"
