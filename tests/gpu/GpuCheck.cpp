@@ -35,6 +35,11 @@ struct Gpu {
   const CudaDriver *cu = nullptr;
   std::unique_ptr<Runtime> rt;
   CUstream stream = nullptr;
+  std::string cacheDir; ///< the runtime's fresh cache, removed at exit
+  ~Gpu() {
+    if (!cacheDir.empty())
+      std::system(("rm -rf '" + cacheDir + "'").c_str());
+  }
 };
 
 struct Outcome {
@@ -398,7 +403,12 @@ int main(int argc, char **argv) {
   g.cu = CudaDriver::get(error);
   if (g.cu) {
     char tmpl[] = "/tmp/attnc-gpu-check.XXXXXX";
-    g.rt = Runtime::create(error, mkdtemp(tmpl)); // a fresh cache: every kernel compiles
+    if (const char *dir = mkdtemp(tmpl)) {
+      g.cacheDir = dir;
+      g.rt = Runtime::create(error, dir); // a fresh cache: every kernel compiles
+    } else {
+      error = "cannot create a temporary kernel cache in /tmp";
+    }
   }
   if (!g.rt) {
     std::printf("SKIPPED: %s\n", error.c_str());
