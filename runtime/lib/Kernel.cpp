@@ -81,12 +81,17 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits) {
     return "sequences longer than 2^31 - 1 tokens are not supported";
   if (!std::isfinite(a.scale) || a.scale < 0)
     return "scale = " + std::to_string(a.scale) + " must be finite and >= 0 (0: 1/sqrt(head_dim))";
-  for (auto [what, p] : {std::pair<const char *, CUdeviceptr>{"q", a.q}, {"k", a.k}, {"v", a.v},
-                         {"o", a.o}, {"cu_seqlens_q", a.cu_seqlens_q}}) {
-    if (!p)
-      return std::string(what) + " is a null pointer";
-    std::string m = misaligned(what, p, what[1] ? 4 : 16);
-    if (!m.empty())
+  // 16 bytes: the tiles are copied in 16-byte pieces; 4: int32 arrays.
+  struct Pointer {
+    const char *what;
+    CUdeviceptr p;
+    unsigned align;
+  };
+  for (Pointer x : {Pointer{"q", a.q, 16}, Pointer{"k", a.k, 16}, Pointer{"v", a.v, 16},
+                    Pointer{"o", a.o, 16}, Pointer{"cu_seqlens_q", a.cu_seqlens_q, 4}}) {
+    if (!x.p)
+      return std::string(x.what) + " is a null pointer";
+    if (std::string m = misaligned(x.what, x.p, x.align); !m.empty())
       return m;
   }
   if (spec.return_lse) {

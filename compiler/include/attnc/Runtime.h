@@ -39,7 +39,8 @@ public:
 
   /// The kernel of `spec`. The spec's target must not be newer than the GPU
   /// (sm_90a needs compute capability 9.0); the cubin is built for the GPU's
-  /// own architecture.
+  /// own architecture and loaded into context(), which must be current on
+  /// the thread that launches it.
   KernelLookup kernel(const Spec &spec);
 
   const std::string &arch() const { return arch_; } ///< "sm_90a", "sm_80", ...

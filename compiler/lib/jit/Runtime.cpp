@@ -103,12 +103,16 @@ KernelLookup Runtime::build(const Spec &spec) {
     out.error = cubin.error;
     return out;
   }
+  // Load into the runtime's context, whichever context the calling thread
+  // has current; give the thread its own back afterwards.
   CUcontext current = nullptr;
   cu_->cuCtxGetCurrent(&current);
   if (current != ctx_)
-    cu_->cuCtxSetCurrent(ctx_); // a worker thread: load into the runtime's context
+    cu_->cuCtxSetCurrent(ctx_);
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Kernel> k = Kernel::load(spec, cubin.binary->cubin, shape, out.error);
+  if (current != ctx_)
+    cu_->cuCtxSetCurrent(current);
   if (!k)
     return out;
   out.kernel = std::move(k);
