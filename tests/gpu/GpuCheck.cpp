@@ -1,6 +1,6 @@
 //===- GpuCheck.cpp - The emitted kernels on a GPU, against fp64 attention -===//
 //
-//   attn-gpu-check [--quick] [--jit] [--bench] [--spec TEXT]...
+//   attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]...] [--spec TEXT]...
 //
 // For each spec: the kernel through the runtime (pipeline, emitter, NVRTC
 // for this GPU), then a ragged batch of fresh random inputs (seed printed;
@@ -11,7 +11,8 @@
 // arguments are refused before launching, and the checking mode finds a
 // block-table entry outside the cache. --jit times the JIT through the
 // kernel cache (cold NVRTC, disk hit, memory hit); --bench times PERF.md's
-// prefill and paged-decode shapes. Exit 0: all within bounds; 1: a failure;
+// prefill and paged-decode shapes, once per --variant (extra spec fields such
+// as tile sizes) when given. Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
 //===----------------------------------------------------------------------===//
@@ -275,7 +276,9 @@ double medianMs(Gpu &g, Launch launch) {
 /// heads * head_dim = 2048; TFLOP/s with FLOPs = 4 B H N^2 d, halved when
 /// causal) and decode (bf16, hd 128, one query token, a page-16 block
 /// table with shuffled pages; GB/s of K + V bytes read).
-int bench(Gpu &g) {
+/// Each variant (extra spec fields, e.g. "tile_q=64,tile_kv=64"; "" for the
+/// defaults) is timed on every row, marked [variant] in the output.
+int bench(Gpu &g, const std::vector<std::string> &variants) {
   std::mt19937_64 rng(1);
   std::normal_distribution<float> normal(0.f, 1.f);
   auto randomBits = [&](size_t n) {
@@ -300,81 +303,103 @@ int bench(Gpu &g) {
                   parsed ? k.error.c_str() : parsed.error->message().c_str());
     return k.kernel;
   };
+  auto with = [](const std::string &variant) { return variant.empty() ? "" : "," + variant; };
+  auto mark = [](const std::string &variant) {
+    return variant.empty() ? std::string() : "[" + variant + "]";
+  };
   std::printf("%-52s %10s %10s\n", "prefill (bf16, contiguous, B*N = 16384)", "ms", "TFLOP/s");
   for (int hd : {64, 128})
     for (bool causal : {false, true})
-      for (int n : {1024, 4096, 16384}) {
-        const int heads = 2048 / hd, batch = 16384 / n;
-        auto kernel = load("dtype=bf16,head_dim=" + std::to_string(hd) + (causal ? ",mask=causal" : ""));
-        if (!kernel)
-          return 1;
-        const size_t elems = size_t(16384) * heads * hd;
-        std::vector<int> cuSeq(batch + 1);
-        for (int b = 0; b <= batch; ++b)
-          cuSeq[b] = b * n;
-        harness::DeviceBatch d;
-        upload(d, elems, elems);
-        AttentionArgs &a = d.args;
-        a.cu_seqlens_q = a.cu_seqlens_k = d.upload(cuSeq.data(), cuSeq.size() * 4);
-        a.batch = batch;
-        a.num_q_heads = a.num_kv_heads = heads;
-        a.total_q = a.total_kv = 16384;
-        a.max_q_len = a.max_kv_len = n;
-        std::string error;
-        const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
-        if (!error.empty() || !d.error.empty()) {
-          std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
-          return 1;
+      for (int n : {1024, 4096, 16384})
+        for (const std::string &variant : variants) {
+          const int heads = 2048 / hd, batch = 16384 / n;
+          auto kernel = load("dtype=bf16,head_dim=" + std::to_string(hd) +
+                             (causal ? ",mask=causal" : "") + with(variant));
+          if (!kernel)
+            return 1;
+          const size_t elems = size_t(16384) * heads * hd;
+          std::vector<int> cuSeq(batch + 1);
+          for (int b = 0; b <= batch; ++b)
+            cuSeq[b] = b * n;
+          harness::DeviceBatch d;
+          upload(d, elems, elems);
+          AttentionArgs &a = d.args;
+          a.cu_seqlens_q = a.cu_seqlens_k = d.upload(cuSeq.data(), cuSeq.size() * 4);
+          a.batch = batch;
+          a.num_q_heads = a.num_kv_heads = heads;
+          a.total_q = a.total_kv = 16384;
+          a.max_q_len = a.max_kv_len = n;
+          std::string error;
+          const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
+          if (!error.empty() || !d.error.empty()) {
+            std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
+            return 1;
+          }
+          const double flops = 4.0 * batch * heads * double(n) * n * hd * (causal ? 0.5 : 1.0);
+          std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f\n", hd, n,
+                      causal ? "causal" : "full", batch, heads, mark(variant).c_str(), ms,
+                      flops / ms / 1e9);
         }
-        const double flops = 4.0 * batch * heads * double(n) * n * hd * (causal ? 0.5 : 1.0);
-        std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d                    %10.3f %10.1f\n", hd, n,
-                    causal ? "causal" : "full", batch, heads, ms, flops / ms / 1e9);
-      }
-  std::printf("%-52s %10s %10s %6s\n", "decode (bf16, hd 128, paged, page 16)", "ms", "GB/s", "splits");
+  std::printf("%-52s %10s %10s %6s\n", "decode (bf16, hd 128, paged, page 16)", "ms", "GB/s",
+              "splits");
   struct Row {
     int batch, hq, hkv, len;
   };
-  for (Row r : {Row{64, 32, 8, 1024}, Row{64, 32, 8, 4096}, Row{16, 32, 8, 16384},
-                Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}}) {
-    auto kernel = load("mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
-                       std::to_string(r.hq / r.hkv));
-    if (!kernel)
-      return 1;
-    const int pagesPerSeq = r.len / 16, pages = r.batch * pagesPerSeq;
-    std::vector<int> table(pages), cuQ(r.batch + 1), lens(r.batch, r.len);
-    for (int i = 0; i < pages; ++i)
-      table[i] = i;
-    std::shuffle(table.begin(), table.end(), rng);
-    for (int b = 0; b <= r.batch; ++b)
-      cuQ[b] = b;
-    const size_t kvElems = size_t(pages) * 16 * r.hkv * 128, qElems = size_t(r.batch) * r.hq * 128;
-    harness::DeviceBatch d;
-    upload(d, qElems, kvElems);
-    AttentionArgs &a = d.args;
-    a.cu_seqlens_q = d.upload(cuQ.data(), cuQ.size() * 4);
-    a.seq_lens_k = d.upload(lens.data(), lens.size() * 4);
-    a.block_table = d.upload(table.data(), table.size() * 4);
-    a.batch = r.batch;
-    a.num_q_heads = r.hq;
-    a.num_kv_heads = r.hkv;
-    a.total_q = r.batch;
-    a.max_q_len = 1;
-    a.max_kv_len = r.len;
-    a.num_pages = pages;
-    a.block_table_stride = pagesPerSeq;
-    a.workspace_bytes = kernel->workspaceBytes(a);
-    if (a.workspace_bytes)
-      a.workspace = d.upload(nullptr, a.workspace_bytes);
-    std::string error;
-    const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
-    if (!error.empty() || !d.error.empty()) {
-      std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
-      return 1;
-    }
-    const double bytes = 2.0 * kvElems * 2;
-    std::printf("B %3d  heads %2d/%d  kv %5d                           %10.3f %10.1f %6d\n",
-                r.batch, r.hq, r.hkv, r.len, ms, bytes / ms / 1e6, kernel->splits(a));
+  // Decode takes a variant's tile_kv and split_kv (tile_q is prefill's), each
+  // distinct combination once.
+  std::vector<std::string> decodeVariants;
+  for (const std::string &variant : variants) {
+    std::string fields;
+    for (const char *field : {"tile_kv=", "split_kv="})
+      if (size_t at = variant.find(field); at != std::string::npos)
+        fields += "," + variant.substr(at, variant.find(',', at) - at);
+    if (std::find(decodeVariants.begin(), decodeVariants.end(), fields) == decodeVariants.end())
+      decodeVariants.push_back(fields);
   }
+  for (Row r : {Row{64, 32, 8, 1024}, Row{64, 32, 8, 4096}, Row{16, 32, 8, 16384},
+                Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}})
+    for (const std::string &fields : decodeVariants) {
+      auto kernel = load("mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
+                         std::to_string(r.hq / r.hkv) + fields);
+      if (!kernel)
+        return 1;
+      const int pagesPerSeq = r.len / 16, pages = r.batch * pagesPerSeq;
+      std::vector<int> table(pages), cuQ(r.batch + 1), lens(r.batch, r.len);
+      for (int i = 0; i < pages; ++i)
+        table[i] = i;
+      std::shuffle(table.begin(), table.end(), rng);
+      for (int b = 0; b <= r.batch; ++b)
+        cuQ[b] = b;
+      const size_t kvElems = size_t(pages) * 16 * r.hkv * 128,
+                   qElems = size_t(r.batch) * r.hq * 128;
+      harness::DeviceBatch d;
+      upload(d, qElems, kvElems);
+      AttentionArgs &a = d.args;
+      a.cu_seqlens_q = d.upload(cuQ.data(), cuQ.size() * 4);
+      a.seq_lens_k = d.upload(lens.data(), lens.size() * 4);
+      a.block_table = d.upload(table.data(), table.size() * 4);
+      a.batch = r.batch;
+      a.num_q_heads = r.hq;
+      a.num_kv_heads = r.hkv;
+      a.total_q = r.batch;
+      a.max_q_len = 1;
+      a.max_kv_len = r.len;
+      a.num_pages = pages;
+      a.block_table_stride = pagesPerSeq;
+      a.workspace_bytes = kernel->workspaceBytes(a);
+      if (a.workspace_bytes)
+        a.workspace = d.upload(nullptr, a.workspace_bytes);
+      std::string error;
+      const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
+      if (!error.empty() || !d.error.empty()) {
+        std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
+        return 1;
+      }
+      const double bytes = 2.0 * kvElems * 2;
+      std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d\n", r.batch, r.hq, r.hkv,
+                  r.len, mark(fields.empty() ? "" : fields.substr(1)).c_str(), ms, bytes / ms / 1e6,
+                  kernel->splits(a));
+    }
   return 0;
 }
 
@@ -382,7 +407,7 @@ int bench(Gpu &g) {
 
 int main(int argc, char **argv) {
   bool quick = false, jit = false, benchOnly = false;
-  std::vector<std::string> specs;
+  std::vector<std::string> specs, variants;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick")
@@ -393,8 +418,11 @@ int main(int argc, char **argv) {
       benchOnly = true;
     else if (a == "--spec" && i + 1 < argc)
       specs.push_back(argv[++i]);
+    else if (a == "--variant" && i + 1 < argc)
+      variants.push_back(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench] [--spec TEXT]...\n");
+      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]...] "
+                           "[--spec TEXT]...\n");
       return 2;
     }
   }
@@ -443,7 +471,7 @@ int main(int argc, char **argv) {
         }
   }
   if (benchOnly)
-    return bench(g);
+    return bench(g, variants.empty() ? std::vector<std::string>{""} : variants);
   if (jit) {
     if (defaults)
       specs = {"mode=prefill,head_dim=128,gqa=4,page_size=16,mask=causal",
