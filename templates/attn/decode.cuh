@@ -23,17 +23,6 @@
 namespace attn {
 namespace kernel {
 
-/// attn-split-kv: split `split` of `splits` takes the tiles
-/// [lo + split n / splits, lo + (split + 1) n / splits) with n = hi - lo,
-/// the rule attn.split_range gives in the IR.
-struct SplitTiles {
-  i64 lo, hi;
-};
-ATTN_HD SplitTiles split_range(i64 lo, i64 hi, int split, int splits) {
-  const i64 n = hi - lo;
-  return {lo + split * n / splits, lo + (split + 1) * n / splits};
-}
-
 /// The view of a decode block that one warp's steps take: its 16 rows
 /// against the warp's 16 keys of the tile.
 template <class Cfg>

@@ -77,6 +77,18 @@ ATTN_HD TileRange classify_tiles(int mask, i64 window, i64 q_start, i64 tile_q, 
   return r;
 }
 
+/// attn-split-kv: split `split` of `splits` takes the tiles
+/// [lo + split n / splits, lo + (split + 1) n / splits) with n = hi - lo,
+/// the rule attn.split_range gives in the IR: consecutive, disjoint ranges
+/// that cover [lo, hi) and differ in size by at most one tile.
+struct SplitTiles {
+  i64 lo, hi;
+};
+ATTN_HD SplitTiles split_range(i64 lo, i64 hi, int split, int splits) {
+  const i64 n = hi - lo;
+  return {lo + split * n / splits, lo + (split + 1) * n / splits};
+}
+
 } // namespace kernel
 } // namespace attn
 

@@ -6,9 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "attn/Spec.h"
+#include "attn/mask.cuh"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -222,4 +224,27 @@ TEST_CASE("classifyTiles matches a brute-force scan of random masks",
     const int64_t qLen = uniform(1, 40), kvLen = uniform(0, 40);
     REQUIRE(checkAllQueryTiles(mask, tileQ, tileKV, qLen, kvLen) == "");
   }
+}
+
+TEST_CASE("split_range cuts a tile range into consecutive, near-equal splits",
+          "[spec][split]") {
+  // The rule the decode kernels use (templates/attn/mask.cuh), which must
+  // match attn.split_range in the IR: every tile in exactly one split, in
+  // order, split sizes differing by at most one.
+  for (int64_t lo = 0; lo < 4; ++lo)
+    for (int64_t n = 0; n <= 70; ++n)
+      for (int splits = 1; splits <= 17; ++splits) {
+        INFO("lo " << lo << ", " << n << " tiles, " << splits << " splits");
+        int64_t next = lo, smallest = n, largest = 0;
+        for (int split = 0; split < splits; ++split) {
+          const kernel::SplitTiles r = kernel::split_range(lo, lo + n, split, splits);
+          REQUIRE(r.lo == next);
+          REQUIRE(r.hi >= r.lo);
+          smallest = std::min<int64_t>(smallest, r.hi - r.lo);
+          largest = std::max<int64_t>(largest, r.hi - r.lo);
+          next = r.hi;
+        }
+        CHECK(next == lo + n);
+        CHECK(largest - smallest <= 1);
+      }
 }
