@@ -1,45 +1,109 @@
-"""The ratio table: attnc's timings (attn-gpu-check --bench) against the SDPA
-anchors of the same run (sdpa_anchor.py).
+"""The ratio tables: attnc's timings (attn-gpu-check --bench) against the SDPA
+anchors of the same run (sdpa_anchor.py), and a summary of a whole GPU run.
 
-    python3 tests/gpu/ratios.py bench.log sdpa.log      prints a Markdown table
+    python3 tests/gpu/ratios.py bench.log sdpa.log    prints the Markdown tables
+    python3 tests/gpu/ratios.py --summary LOG_DIR     prints a short summary of the logs
+                                                      run-on-gpu.sh wrote and saves it,
+                                                      with every row, as LOG_DIR/results.json
 """
+import json
+import math
+import os
 import re
 import sys
 
+# attnc rows; "[fields]" marks a --variant of the spec.
+PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+B\s+\d+\s+H\s+\d+\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)$")
+DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)\s+(\d+)$")
+SDPA_PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+flash\s+[\d.]+ ms\s+([\d.]+) TFLOP/s\s+cudnn\s+[\d.]+ ms\s+([\d.]+)")
+SDPA_DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+flash\s+[\d.]+ ms\s+([\d.]+) GB/s\s+cudnn\s+[\d.]+ ms\s+([\d.]+)")
 
-def main(bench_path, sdpa_path):
-    bench = open(bench_path).read().splitlines()
-    sdpa = open(sdpa_path).read().splitlines()
-    # attnc rows; "[fields]" marks a --variant of the spec.
-    pre = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+B\s+\d+\s+H\s+\d+\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)$")
-    dec = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)\s+(\d+)$")
+
+def rows(bench_lines, sdpa_lines):
+    """The prefill and decode rows of a run, each with its anchors and ratios."""
     anchors = {}
-    for line in sdpa:
-        m = re.match(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+flash\s+[\d.]+ ms\s+([\d.]+) TFLOP/s\s+cudnn\s+[\d.]+ ms\s+([\d.]+)", line)
+    for line in sdpa_lines:
+        m = SDPA_PREFILL.match(line)
         if m:
             anchors[("p",) + m.groups()[:3]] = (float(m.group(4)), float(m.group(5)))
-        m = re.match(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+flash\s+[\d.]+ ms\s+([\d.]+) GB/s\s+cudnn\s+[\d.]+ ms\s+([\d.]+)", line)
+        m = SDPA_DECODE.match(line)
         if m:
             anchors[("d",) + m.groups()[:4]] = (float(m.group(5)), float(m.group(6)))
-    pre_rows = [m.groups() for m in map(pre.match, bench) if m]
-    dec_rows = [m.groups() for m in map(dec.match, bench) if m]
-    variants = any(r[3] for r in pre_rows) or any(r[4] for r in dec_rows)
-    col = lambda v: f" {v or 'defaults'} |" if variants else ""
+    nan = (math.nan, math.nan)
+    prefill, decode = [], []
+    for line in bench_lines:
+        m = PREFILL.match(line)
+        if m:
+            hd, n, mask, variant, _, tf = m.groups()
+            fa2, cudnn = anchors.get(("p", hd, n, mask), nan)
+            tf = float(tf)
+            prefill.append(dict(head_dim=int(hd), n=int(n), mask=mask, variant=variant or "",
+                                tflops=tf, fa2=fa2, cudnn=cudnn, x_fa2=tf / fa2, x_cudnn=tf / cudnn))
+        m = DECODE.match(line)
+        if m:
+            b, hq, hkv, n, variant, _, gbs, splits = m.groups()
+            flash, cudnn = anchors.get(("d", b, hq, hkv, n), nan)
+            gbs = float(gbs)
+            decode.append(dict(batch=int(b), q_heads=int(hq), kv_heads=int(hkv), kv_len=int(n),
+                               variant=variant or "", splits=int(splits), gbs=gbs, flash=flash,
+                               cudnn=cudnn, x_flash=gbs / flash, x_cudnn=gbs / cudnn))
+    return prefill, decode
+
+
+def print_tables(prefill, decode):
+    variants = any(r["variant"] for r in prefill + decode)
+    col = lambda r: f" {r['variant'] or 'defaults'} |" if variants else ""
     vhead, vrule = (" variant |", "---|") if variants else ("", "")
     print(f"| prefill: hd | N | mask |{vhead} attnc TFLOP/s | SDPA flash (FA2) | SDPA cuDNN | x FA2 | x cuDNN |")
     print(f"|---|---|---|{vrule}---|---|---|---|---|")
-    for hd, n, mask, variant, _, tf in pre_rows:
-        fa2, cudnn = anchors.get(("p", hd, n, mask), (float("nan"), float("nan")))
-        tf = float(tf)
-        print(f"| {hd} | {n} | {mask} |{col(variant)} {tf:.1f} | {fa2:.1f} | {cudnn:.1f} | {tf / fa2:.2f} | {tf / cudnn:.2f} |")
+    for r in prefill:
+        print(f"| {r['head_dim']} | {r['n']} | {r['mask']} |{col(r)} {r['tflops']:.1f} | {r['fa2']:.1f} | "
+              f"{r['cudnn']:.1f} | {r['x_fa2']:.2f} | {r['x_cudnn']:.2f} |")
     print()
     print(f"| decode: batch | heads q/kv | kv len |{vhead} splits | attnc GB/s | SDPA flash | SDPA cuDNN | x flash | x cuDNN |")
     print(f"|---|---|---|{vrule}---|---|---|---|---|---|")
-    for b, hq, hkv, n, variant, _, gbs, splits in dec_rows:
-        fl, cudnn = anchors.get(("d", b, hq, hkv, n), (float("nan"), float("nan")))
-        gbs = float(gbs)
-        print(f"| {b} | {hq}/{hkv} | {n} |{col(variant)} {splits} | {gbs:.0f} | {fl:.0f} | {cudnn:.0f} | {gbs / fl:.2f} | {gbs / cudnn:.2f} |")
+    for r in decode:
+        print(f"| {r['batch']} | {r['q_heads']}/{r['kv_heads']} | {r['kv_len']} |{col(r)} {r['splits']} | "
+              f"{r['gbs']:.0f} | {r['flash']:.0f} | {r['cudnn']:.0f} | {r['x_flash']:.2f} | {r['x_cudnn']:.2f} |")
+
+
+def read(path):
+    return open(path).read().splitlines() if os.path.exists(path) else []
+
+
+def summary(log_dir):
+    """A short summary of run-on-gpu.sh's logs; every row goes to results.json."""
+    check = read(os.path.join(log_dir, "gpu-check.log"))
+    result = {
+        "gpu": next((l for l in check if l.startswith("GPU ")), ""),
+        "numerics": next((l for l in check if re.match(r"^\d+ specs, \d+ failed", l)), "no numerics log"),
+        "launch_contract": check[check.index("The launch contract:") + 1:]
+        if "The launch contract:" in check else [],
+        "sanitizers": {t: (read(os.path.join(log_dir, t + ".log")) or ["not run"])[-1].strip("= ")
+                       for t in ("memcheck", "racecheck")},
+        "jit": read(os.path.join(log_dir, "jit.log")),
+    }
+    prefill, decode = rows(read(os.path.join(log_dir, "bench.log")), read(os.path.join(log_dir, "sdpa.log")))
+    result["prefill"], result["decode"] = prefill, decode
+    with open(os.path.join(log_dir, "results.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    contract = result["launch_contract"]
+    print(result["gpu"])
+    print("numerics:", result["numerics"])
+    ok = sum(bool(re.search(r"\sok(: |$)", l)) for l in contract)
+    print(f"launch contract: {ok} of {len(contract)} checks ok")
+    for tool, line in result["sanitizers"].items():
+        print(f"{tool}: {line}")
+    for line in result["jit"]:
+        print(line)
+    if prefill or decode:
+        print_tables(prefill, decode)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    if len(sys.argv) == 3 and sys.argv[1] == "--summary":
+        summary(sys.argv[2])
+    elif len(sys.argv) == 3:
+        print_tables(*rows(read(sys.argv[1]), read(sys.argv[2])))
+    else:
+        sys.exit(__doc__)

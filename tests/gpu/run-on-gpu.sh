@@ -8,6 +8,8 @@
 # 3. attnc run --target gpu on random and ragged inputs.
 # 4. compute-sanitizer memcheck and racecheck on a small case of each family.
 # 5. With --bench: PERF.md's shapes, attnc then PyTorch SDPA in the same run.
+# Last, a short summary (tests/gpu/ratios.py --summary), saved with every row as
+# LOG_DIR/results.json.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bench=0
@@ -43,4 +45,6 @@ if [ $bench = 1 ]; then
   "$check" --bench 2>&1 | tee "$logs/bench.log" || status=1
   python3 "$root/tests/gpu/sdpa_anchor.py" 2>&1 | tee "$logs/sdpa.log" || status=1
 fi
+echo
+python3 "$root/tests/gpu/ratios.py" --summary "$logs" || status=1
 exit $status
