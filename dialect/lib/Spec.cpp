@@ -152,7 +152,10 @@ int64_t sharedMemoryLimit(Target target) {
 static constexpr int64_t kKVStages = 2;
 
 int64_t sharedMemoryBytes(const Spec &spec) {
-  int64_t qRows = spec.mode == Mode::Decode ? spec.tile_q * spec.gqa : spec.tile_q;
+  // Decode: the GQA group's rows for tile_q tokens, and at least the 16 rows
+  // of one mma tile, which the decode kernels always stage.
+  int64_t qRows = spec.mode == Mode::Decode ? std::max<int64_t>(spec.tile_q * spec.gqa, 16)
+                                            : spec.tile_q;
   return (qRows + 2 * kKVStages * spec.tile_kv) * spec.head_dim *
          bytesPerElement(spec.dtype);
 }

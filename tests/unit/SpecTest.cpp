@@ -722,15 +722,23 @@ TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
        "invalid spec: tile_kv = 80: tiles do not fit: the Q tile and 2 stages "
        "of K and V tiles need 196608 bytes of shared memory, target = sm_80 has "
        "166912 per block"},
-      // Decode counts the Q rows of the whole GQA group.
-      {"mode=decode,page_size=16,head_dim=256,tile_kv=256,gqa=8",
+      // Decode counts the Q rows of the whole GQA group, at least the 16
+      // rows of an mma tile.
+      {"mode=decode,page_size=16,head_dim=256,tile_kv=256,gqa=32",
        "invalid spec: tile_kv = 256: tiles do not fit: the Q tile and 2 stages "
-       "of K and V tiles need 528384 bytes of shared memory, target = sm_90a "
+       "of K and V tiles need 540672 bytes of shared memory, target = sm_90a "
+       "has 232448 per block"},
+      // 8 rows of a group would leave 1 KiB to spare; the kernel stages 16.
+      {"mode=decode,page_size=16,head_dim=128,tile_kv=224,gqa=8",
+       "invalid spec: tile_kv = 224: tiles do not fit: the Q tile and 2 stages "
+       "of K and V tiles need 233472 bytes of shared memory, target = sm_90a "
        "has 232448 per block"},
   });
   CHECK(big == 327680);
   CHECK((64 + 4 * 80) * 256 * 2 == 196608);
-  CHECK((8 + 4 * 256) * 256 * 2 == 528384);
+  CHECK((32 + 4 * 256) * 256 * 2 == 540672);
+  CHECK((16 + 4 * 224) * 128 * 2 == 233472);
+  CHECK(sharedMemoryBytes(parseValid("mode=decode,page_size=16,gqa=4")) == (16 + 4 * 64) * 128 * 2);
 
   // Large tiles that still fit pass; a little more does not.
   Spec s = parseValid("head_dim=128,tile_q=128,tile_kv=176");
