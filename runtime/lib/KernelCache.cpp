@@ -222,33 +222,11 @@ CacheLookup KernelCache::get(const std::string &source, const std::string &prefi
                              const CudaCompileOptions &options) {
   auto t0 = std::chrono::steady_clock::now();
   const std::string k = key(source, prefix, options);
-  std::promise<CacheLookup> promise;
-  std::shared_future<CacheLookup> future;
-  bool owner = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = memory_.find(k);
-    if (it != memory_.end()) {
-      future = it->second;
-    } else {
-      future = promise.get_future().share();
-      memory_[k] = future;
-      owner = true;
-    }
-  }
-  if (!owner) {
-    // In memory, or being compiled by another thread: wait for that one.
-    CacheLookup r = future.get();
+  // In memory, or being compiled by another thread: wait for that one.
+  bool shared = false;
+  CacheLookup r = memory_.get(k, [&] { return loadOrCompile(source, k, options); }, shared);
+  if (shared)
     r.source = CacheSource::Memory;
-    r.seconds = since(t0);
-    return r;
-  }
-  CacheLookup r = loadOrCompile(source, k, options);
-  promise.set_value(r);
-  if (!r) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    memory_.erase(k); // a failure is not remembered: the next call tries again
-  }
   r.seconds = since(t0);
   return r;
 }
@@ -281,7 +259,6 @@ int KernelCache::clear() {
       ++removed;
       std::remove((dir_ + "/" + e.file + ".lock").c_str());
     }
-  std::lock_guard<std::mutex> lock(mutex_);
   memory_.clear();
   return removed;
 }

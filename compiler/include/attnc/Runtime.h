@@ -13,10 +13,7 @@
 #include "attnc/Kernel.h"
 #include "attnc/KernelCache.h"
 
-#include <future>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace attn {
@@ -57,8 +54,7 @@ private:
   std::string arch_, name_;
   int ccMajor_ = 0;
   KernelCache cache_;
-  std::mutex mutex_;
-  std::map<std::string, std::shared_future<KernelLookup>> kernels_;
+  SingleFlight<KernelLookup> kernels_;
 };
 
 } // namespace attn

@@ -47,35 +47,14 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
 }
 
 KernelLookup Runtime::kernel(const Spec &spec) {
-  const std::string key = spec.str();
-  std::promise<KernelLookup> promise;
-  std::shared_future<KernelLookup> future;
-  bool builder = false;
   auto t0 = std::chrono::steady_clock::now();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = kernels_.find(key);
-    if (it != kernels_.end()) {
-      future = it->second;
-    } else {
-      future = promise.get_future().share();
-      kernels_.emplace(key, future);
-      builder = true;
-    }
+  bool shared = false;
+  KernelLookup found = kernels_.get(spec.str(), [&] { return build(spec); }, shared);
+  if (shared) { // built (or being built) by an earlier call
+    found.source = CacheSource::Memory;
+    found.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  if (builder) {
-    KernelLookup built = build(spec);
-    promise.set_value(built);
-    if (!built) { // a failure is not cached: the next call tries again
-      std::lock_guard<std::mutex> lock(mutex_);
-      kernels_.erase(key);
-    }
-    return built;
-  }
-  KernelLookup found = future.get();
-  found.source = CacheSource::Memory;
-  found.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return found;
 }
 

@@ -19,9 +19,8 @@
 #define ATTNC_KERNELCACHE_H
 
 #include "attnc/Nvrtc.h"
+#include "attnc/SingleFlight.h"
 
-#include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,8 +74,8 @@ public:
 private:
   std::string dir_, warning_;
   bool onDisk_ = false;
-  std::mutex mutex_;
-  std::map<std::string, std::shared_future<CacheLookup>> memory_;
+  std::mutex mutex_; ///< guards the warning and onDisk_
+  SingleFlight<CacheLookup> memory_;
 
   CacheLookup loadOrCompile(const std::string &source, const std::string &key,
                             const CudaCompileOptions &options);
