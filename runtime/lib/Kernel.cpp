@@ -109,8 +109,10 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits) {
                            {"block_table", a.block_table}})
       if (std::string m = misaligned(what, p, 4); !m.empty())
         return m;
-    if (a.num_pages < 1 || a.num_pages > kInt32Max)
-      return "num_pages = " + str(a.num_pages) + ": a paged cache needs 1..2^31 - 1 pages";
+    if (a.num_pages < 1 || a.num_pages > kInt32Max / spec.page_size)
+      return "num_pages = " + str(a.num_pages) + ": a paged cache of " + str(spec.page_size) +
+             "-token pages needs 1.." + str(kInt32Max / spec.page_size) +
+             " pages (the kernels index its tokens with 32 bits)";
     const int64_t pages = ceilDiv(a.max_kv_len, spec.page_size);
     if (a.block_table_stride < pages)
       return "max_kv_len = " + str(a.max_kv_len) + " needs " + str(pages) + " pages of " +

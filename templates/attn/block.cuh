@@ -29,20 +29,75 @@ struct Rows {
   ATTN_DEVICE Elem *row(long long i) const { return base + i * row_stride; }
 };
 
-/// Copies kRows rows into a swizzled shared tile, 16 bytes per thread and
-/// step; rows for which `row_ptr` gives null are zero-filled without reading
-/// global memory (`any_valid` is only an address for the instruction).
+/// This thread's 16-byte pieces of a tile of kRows rows of kHeadDim
+/// elements: the pieces are spread over the block's threads, kSteps per
+/// thread, in an order fixed at compile time (so the copy loops unroll into
+/// straight-line code).
+template <class Cfg, int kRows>
+struct TilePieces {
+  using Tile = SmemTile<kRows, Cfg::kHeadDim>;
+  static constexpr unsigned kChunks = Cfg::kHeadDim / 8, kPieces = kRows * kChunks;
+  static constexpr unsigned kSteps = (kPieces + Cfg::kThreads - 1) / Cfg::kThreads;
+  /// False for the last step's pieces past the tile (when the block's
+  /// threads do not divide the pieces evenly).
+  ATTN_DEVICE static bool exists(unsigned step) {
+    return kPieces % Cfg::kThreads == 0 || threadIdx.x + step * Cfg::kThreads < kPieces;
+  }
+  ATTN_DEVICE static int row(unsigned step) {
+    return static_cast<int>((threadIdx.x + step * Cfg::kThreads) / kChunks);
+  }
+  ATTN_DEVICE static int chunk(unsigned step) {
+    return static_cast<int>((threadIdx.x + step * Cfg::kThreads) % kChunks);
+  }
+};
+
+/// Copies kRows rows into a swizzled shared tile; rows for which `row_ptr`
+/// gives null are zero-filled without reading global memory (`any_valid`
+/// is only an address for the instruction).
 template <class Cfg, int kRows, class RowPtr>
 ATTN_DEVICE void load_tile(typename Cfg::Elem *smem, RowPtr row_ptr,
                            const typename Cfg::Elem *any_valid) {
-  using Tile = SmemTile<kRows, Cfg::kHeadDim>;
-  constexpr int kChunks = Cfg::kHeadDim / 8;
-  for (int c = threadIdx.x; c < kRows * kChunks; c += Cfg::kThreads) {
-    const int r = c / kChunks, chunk = c % kChunks;
+  using P = TilePieces<Cfg, kRows>;
+#pragma unroll
+  for (unsigned step = 0; step < P::kSteps; ++step) {
+    if (!P::exists(step))
+      break;
+    const int r = P::row(step), chunk = P::chunk(step);
     const typename Cfg::Elem *src = row_ptr(r);
-    cp_async_16(smem + Tile::offset(r, chunk), src ? src + chunk * 8 : any_valid, src != nullptr);
+    cp_async_16(smem + P::Tile::offset(r, chunk), src ? src + chunk * 8 : any_valid, src != nullptr);
   }
 }
+
+/// Where this thread's pieces of KV tokens [t0, t0 + kRows) lie: the cache
+/// slot of each piece's row, found once (KVCache::slot: one block-table read
+/// per row) for the K tile and the V tile alike. copy() issues the cp.async
+/// copies of one of them; rows without a slot are zero-filled.
+template <class Cfg, int kRows>
+struct KVTile {
+  using P = TilePieces<Cfg, kRows>;
+  int slot[P::kSteps]; ///< -1: zeros
+
+  template <class Cache>
+  ATTN_DEVICE KVTile(const Cache &kv, int t0) {
+#pragma unroll
+    for (unsigned step = 0; step < P::kSteps; ++step)
+      slot[step] = kv.slot(t0 + P::row(step));
+  }
+
+  /// K (base kv.k) or V (base kv.v) of KV head h into a shared tile.
+  template <class Cache>
+  ATTN_DEVICE void copy(typename Cfg::Elem *smem, const Cache &kv, const typename Cfg::Elem *base,
+                        int h) const {
+#pragma unroll
+    for (unsigned step = 0; step < P::kSteps; ++step) {
+      if (!P::exists(step))
+        break;
+      const typename Cfg::Elem *src = base + kv.at(slot[step], h) + P::chunk(step) * 8;
+      cp_async_16(smem + P::Tile::offset(P::row(step), P::chunk(step)), slot[step] < 0 ? base : src,
+                  slot[step] >= 0);
+    }
+  }
+};
 
 /// The online-softmax state of one warp's rows: kRowBlocks blocks of 16.
 template <class Cfg>

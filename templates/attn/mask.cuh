@@ -34,9 +34,11 @@ ATTN_HD bool is_visible(int mask, I window, I row, I col, I q_len, I kv_len) {
 
 /// The KV tiles of one query tile: [full_lo, full_hi) fully visible (no mask
 /// arithmetic), [lo, full_lo) and [full_hi, hi) partial, the rest fully
-/// masked and never visited. lo <= full_lo <= full_hi <= hi.
+/// masked and never visited. lo <= full_lo <= full_hi <= hi. Tile indices
+/// are 32-bit (kv_len is): the KV loop's counters live next to the
+/// accumulator.
 struct TileRange {
-  i64 lo, full_lo, full_hi, hi;
+  int lo, full_lo, full_hi, hi;
 };
 
 ATTN_HD i64 floor_div(i64 a, i64 b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -62,8 +64,8 @@ ATTN_HD TileRange classify_tiles(int mask, i64 window, i64 q_start, i64 tile_q, 
   if (union_hi < union_lo)
     return none;
   TileRange r;
-  r.lo = union_lo / tile_kv;
-  r.hi = union_hi / tile_kv + 1;
+  r.lo = static_cast<int>(union_lo / tile_kv);
+  r.hi = static_cast<int>(union_hi / tile_kv + 1);
   // Intersection over the rows: the keys every row sees.
   const i64 inter_lo = low_last, inter_hi = high_first;
   const i64 full_lo = (inter_lo + tile_kv - 1) / tile_kv;
@@ -71,8 +73,8 @@ ATTN_HD TileRange classify_tiles(int mask, i64 window, i64 q_start, i64 tile_q, 
   if (inter_hi < inter_lo || full_hi <= full_lo) {
     r.full_lo = r.full_hi = r.lo;
   } else {
-    r.full_lo = full_lo;
-    r.full_hi = full_hi;
+    r.full_lo = static_cast<int>(full_lo);
+    r.full_hi = static_cast<int>(full_hi);
   }
   return r;
 }
@@ -82,11 +84,11 @@ ATTN_HD TileRange classify_tiles(int mask, i64 window, i64 q_start, i64 tile_q, 
 /// the rule attn.split_range gives in the IR: consecutive, disjoint ranges
 /// that cover [lo, hi) and differ in size by at most one tile.
 struct SplitTiles {
-  i64 lo, hi;
+  int lo, hi;
 };
-ATTN_HD SplitTiles split_range(i64 lo, i64 hi, int split, int splits) {
+ATTN_HD SplitTiles split_range(int lo, int hi, int split, int splits) {
   const i64 n = hi - lo;
-  return {lo + split * n / splits, lo + (split + 1) * n / splits};
+  return {static_cast<int>(lo + split * n / splits), static_cast<int>(lo + (split + 1) * n / splits)};
 }
 
 } // namespace kernel

@@ -1,12 +1,12 @@
 //===- paged.cuh - The KV cache accessor: contiguous or through a block table -*- CUDA -*-===//
 //
-// attn-page-kv: every KV row the kernel reads goes through `KVCache::row`,
-// the only place the block table is read. Token t of a paged sequence lives
-// in page block_table[t / page_size] at slot t % page_size. A token past
-// kv_len, or a table entry outside [0, num_pages), gives a null row, which
-// the tile loads read as zeros: the kernel never reads outside the cache,
-// whatever the table holds (the runtime's checking mode reports such
-// entries as errors).
+// attn-page-kv: every KV row the kernel reads is located by
+// `KVCache::slot`, the only place the block table is read. Token t of a
+// paged sequence lives in page block_table[t / page_size] at slot
+// t % page_size. A token past kv_len, or a table entry outside
+// [0, num_pages), has no slot (-1), and the tile loads read such a row as
+// zeros: the kernel never reads outside the cache, whatever the table holds
+// (the runtime's checking mode reports such entries as errors).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,29 +18,36 @@
 namespace attn {
 namespace kernel {
 
-/// One sequence's keys or values. kPageSize = 0: contiguous rows
-/// base[t * token_stride + h * kHeadDim]; otherwise pages
-/// base[(page * kPageSize + slot) * token_stride + h * kHeadDim]. Sizes are
-/// 32-bit (the runtime checks they fit): this struct lives in registers
-/// through the whole KV loop, next to the accumulator.
+/// One sequence's keys and values, which share one layout: K and V rows of
+/// a token sit at the same element offset from `k` and `v`. kPageSize = 0:
+/// contiguous rows at t * token_stride + h * kHeadDim; otherwise pages, at
+/// (page * kPageSize + slot) * token_stride + h * kHeadDim. Sizes are 32-bit
+/// (the runtime checks they fit): this struct lives in registers through
+/// the whole KV loop, next to the accumulator.
 template <typename T, int kPageSize, int kHeadDim>
 struct KVCache {
-  const T *base;
+  const T *k, *v;
   const int *block_table; ///< this sequence's pages, in order (paged only)
   int num_pages;          ///< pages in the whole cache (paged only)
   int kv_len;
   int token_stride;       ///< elements between tokens: num_kv_heads * head_dim
 
-  ATTN_DEVICE const T *row(int t, int h) const {
-    if (t < 0 || t >= kv_len)
-      return nullptr;
+  /// The cache slot of token t (the row index among all the cache's
+  /// tokens: t itself when contiguous, page * kPageSize + t % kPageSize when
+  /// paged), or -1 for a row that must read as zeros. The runtime keeps
+  /// every slot below 2^31.
+  ATTN_DEVICE int slot(int t) const {
+    if (static_cast<unsigned>(t) >= static_cast<unsigned>(kv_len))
+      return -1; // past kv_len (or negative)
     if (kPageSize == 0)
-      return base + (i64)t * token_stride + h * kHeadDim;
+      return t;
     const int page = block_table[t / kPageSize];
-    if (page < 0 || page >= num_pages)
-      return nullptr; // never read outside the cache
-    return base + ((i64)page * kPageSize + t % kPageSize) * token_stride + h * kHeadDim;
+    if (static_cast<unsigned>(page) >= static_cast<unsigned>(num_pages))
+      return -1; // never read outside the cache
+    return page * kPageSize + t % kPageSize;
   }
+  /// The element offset of a slot's row for KV head h, in k and v alike.
+  ATTN_DEVICE i64 at(int slot, int h) const { return (i64)slot * token_stride + h * kHeadDim; }
 };
 
 } // namespace kernel

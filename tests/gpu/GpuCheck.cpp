@@ -1,6 +1,7 @@
 //===- GpuCheck.cpp - The emitted kernels on a GPU, against fp64 attention -===//
 //
-//   attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]...] [--spec TEXT]...
+//   attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... [--source FILE]...]
+//                  [--spec TEXT]...
 //
 // For each spec: the kernel through the runtime (pipeline, emitter, NVRTC
 // for this GPU), then a ragged batch of fresh random inputs (seed printed;
@@ -12,7 +13,9 @@
 // block-table entry outside the cache. --jit times the JIT through the
 // kernel cache (cold NVRTC, disk hit, memory hit); --bench times PERF.md's
 // prefill and paged-decode shapes, once per --variant (extra spec fields such
-// as tile sizes) when given. Exit 0: all within bounds; 1: a failure;
+// as tile sizes) when given, and for each --source (a kernel printed by
+// `attnc emit` and edited by hand) on the rows of its spec, after checking
+// its output against the emitted kernel's on the same inputs. Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +27,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -272,13 +277,66 @@ double medianMs(Gpu &g, Launch launch) {
   return times[times.size() / 2];
 }
 
+/// A kernel compiled from a CUDA source given on the command line: one
+/// printed by `attnc emit` and edited (its first two lines name the spec
+/// and the launch shape), to time an idea against the emitted kernel.
+struct SourceKernel {
+  std::string label; ///< the file's name
+  Spec spec;
+  std::shared_ptr<const Kernel> kernel;
+};
+
+bool loadSource(Gpu &g, const std::string &path, SourceKernel &out) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string error;
+  CudaLaunchShape shape;
+  if (!in) {
+    error = "cannot read the file";
+  } else if (readCudaHeader(text.str(), out.spec, shape, error)) {
+    CudaCompileOptions options;
+    options.arch = g.rt->arch();
+    CacheLookup cubin = g.rt->cache().get(text.str(), out.spec.symbol(), options);
+    if (!cubin)
+      error = cubin.error;
+    else
+      std::printf("%s: %s, %d registers, %d bytes spilled\n", path.c_str(),
+                  out.spec.str().c_str(), cubin.binary->registers, cubin.binary->spillStoreBytes);
+    if (cubin)
+      out.kernel = Kernel::load(out.spec, cubin.binary->cubin, shape, error);
+  }
+  if (!out.kernel) {
+    std::printf("%s: cannot load: %s\n", path.c_str(), error.c_str());
+    return false;
+  }
+  out.label = path.substr(path.find_last_of('/') + 1);
+  return true;
+}
+
+/// ||a - b|| / ||b|| over two device outputs of `elems` bf16 values.
+double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
+  std::vector<uint16_t> x(elems), y(elems);
+  if (g.cu->cuMemcpyDtoH(x.data(), a, elems * 2) != CUDA_SUCCESS ||
+      g.cu->cuMemcpyDtoH(y.data(), b, elems * 2) != CUDA_SUCCESS)
+    return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < elems; ++i) {
+    const double u = harness::fromBits(x[i], DType::BF16), v = harness::fromBits(y[i], DType::BF16);
+    num += (u - v) * (u - v);
+    den += v * v;
+  }
+  return std::isfinite(num) && den > 0 ? std::sqrt(num / den) : INFINITY;
+}
+
 /// PERF.md's shapes: prefill (bf16, contiguous, batch * seqlen = 16384,
 /// heads * head_dim = 2048; TFLOP/s with FLOPs = 4 B H N^2 d, halved when
 /// causal) and decode (bf16, hd 128, one query token, a page-16 block
 /// table with shuffled pages; GB/s of K + V bytes read).
 /// Each variant (extra spec fields, e.g. "tile_q=64,tile_kv=64"; "" for the
 /// defaults) is timed on every row, marked [variant] in the output.
-int bench(Gpu &g, const std::vector<std::string> &variants) {
+int bench(Gpu &g, const std::vector<std::string> &variants,
+          const std::vector<SourceKernel> &sources) {
   std::mt19937_64 rng(1);
   std::normal_distribution<float> normal(0.f, 1.f);
   auto randomBits = [&](size_t n) {
@@ -339,6 +397,28 @@ int bench(Gpu &g, const std::vector<std::string> &variants) {
           std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f\n", hd, n,
                       causal ? "causal" : "full", batch, heads, mark(variant).c_str(), ms,
                       flops / ms / 1e9);
+          if (variant != variants.back())
+            continue;
+          // Hand-edited kernels of this row's spec: same inputs, own output.
+          for (const SourceKernel &src : sources) {
+            const Spec &sp = src.spec;
+            if (sp.mode != Mode::Prefill || sp.head_dim != hd || sp.dtype != DType::BF16 ||
+                sp.isPaged() || sp.gqa != 1 ||
+                sp.mask.kind != (causal ? MaskKind::Causal : MaskKind::None))
+              continue;
+            AttentionArgs b = a;
+            b.o = d.upload(nullptr, elems * 2);
+            const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
+            const double diff = relativeDifference(g, b.o, a.o, elems);
+            std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f  %s\n", hd, n,
+                        causal ? "causal" : "full", batch, heads, ("[" + src.label + "]").c_str(),
+                        srcMs, flops / srcMs / 1e9,
+                        !error.empty() ? error.c_str()
+                        : diff < 1e-2  ? "(output matches)"
+                                       : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
+            if (!error.empty() || !(diff < 1e-2))
+              return 1;
+          }
         }
   std::printf("%-52s %10s %10s %6s\n", "decode (bf16, hd 128, paged, page 16)", "ms", "GB/s",
               "splits");
@@ -407,7 +487,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants) {
 
 int main(int argc, char **argv) {
   bool quick = false, jit = false, benchOnly = false;
-  std::vector<std::string> specs, variants;
+  std::vector<std::string> specs, variants, sourcePaths;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick")
@@ -420,9 +500,11 @@ int main(int argc, char **argv) {
       specs.push_back(argv[++i]);
     else if (a == "--variant" && i + 1 < argc)
       variants.push_back(argv[++i]);
+    else if (a == "--source" && i + 1 < argc)
+      sourcePaths.push_back(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]...] "
-                           "[--spec TEXT]...\n");
+      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... "
+                           "[--source FILE]...] [--spec TEXT]...\n");
       return 2;
     }
   }
@@ -470,8 +552,13 @@ int main(int argc, char **argv) {
                           ",mask=" + mask + ",split_kv=" + split + ",return_lse=true");
         }
   }
-  if (benchOnly)
-    return bench(g, variants.empty() ? std::vector<std::string>{""} : variants);
+  if (benchOnly) {
+    std::vector<SourceKernel> sources(sourcePaths.size());
+    for (size_t i = 0; i < sources.size(); ++i)
+      if (!loadSource(g, sourcePaths[i], sources[i]))
+        return 1;
+    return bench(g, variants.empty() ? std::vector<std::string>{""} : variants, sources);
+  }
   if (jit) {
     if (defaults)
       specs = {"mode=prefill,head_dim=128,gqa=4,page_size=16,mask=causal",

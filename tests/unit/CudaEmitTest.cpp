@@ -58,7 +58,7 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
   for (const char *step : {"attn-online-softmax: m = -inf, l = 0, acc = 0",
                            "[full_lo, full_hi): fully visible tiles: no mask arithmetic",
                            "[full_hi, hi): partial tiles", "apply_mask<Cfg>",
-                           "attn-page-kv: every K and V row through the block table",
+                           "attn-page-kv: the K and V rows of tile j, found through the block table",
                            "attn-share-kv-heads", "kGroup = 4", "state.update(s, p.scale_log2)",
                            "accumulate_pv<Cfg>", "lse = m + log l"})
     CHECK(src.find(step) != std::string::npos);
@@ -85,7 +85,7 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
                            "kGroup = 8", "attn-split-kv: this block's share of them",
                            "split_range(tiles.lo, tiles.hi, split, p.num_splits)",
                            "decode_mask<Cfg>", "decode_store<Cfg>", "_merge(const Params p)",
-                           "merge_splits<Cfg>", "attn-page-kv: every K and V row through the block table"})
+                           "merge_splits<Cfg>", "attn-page-kv: the K and V rows of tile j, found through the block table"})
     CHECK(src.find(step) != std::string::npos);
   CHECK(shape.decode);
   CHECK(shape.threads == 64 / 16 * 32);
@@ -137,4 +137,46 @@ TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spi
           ++compiled;
         }
   std::printf("NVRTC: %d decode kernels compiled, 0 spills\n", compiled);
+}
+
+TEST_CASE("an emitted kernel's first lines give back its spec and launch shape", "[cuda]") {
+  for (const char *text : {"mask=causal,page_size=16,gqa=4,head_dim=64",
+                           "mode=decode,page_size=16,gqa=8,split_kv=3,target=sm_80"}) {
+    CudaLaunchShape shape, read;
+    const std::string source = emit(text, shape);
+    Spec spec;
+    std::string error;
+    INFO(text);
+    REQUIRE(readCudaHeader(source, spec, read, error));
+    CHECK(spec == *parseSpec(text).spec);
+    CHECK(read.threads == shape.threads);
+    CHECK(read.shared_bytes == shape.shared_bytes);
+    CHECK(read.tile_q == shape.tile_q);
+    CHECK(read.decode == shape.decode);
+    CHECK(read.merge_threads == shape.merge_threads);
+  }
+  // Edited or foreign sources are refused with the reason.
+  const std::string body = "\n#include \"attn/block.cuh\"\n";
+  struct Case {
+    std::string source, want;
+  };
+  for (const Case &c : std::vector<Case>{
+           {"// a kernel\n" + body, "not an attnc kernel"},
+           {"// attnc 0.1.0: head_dim=100\n// launch: threads=128 shared_bytes=0" + body,
+            "the kernel's first line: invalid spec: head_dim = 100"},
+           {"// attnc 0.1.0: head_dim=64\n// launch: threads=100 shared_bytes=0" + body,
+            "the kernel's launch line gives no valid thread count"},
+           {"// attnc 0.1.0: head_dim=64\n// launch: threads=128 smem=5" + body,
+            "the kernel's launch line: 'smem=5' is not"},
+           {"// attnc 0.1.0: mode=decode,page_size=1\n// launch: threads=128 shared_bytes=0" + body,
+            "the kernel's launch line gives no valid thread count"},
+           {"// attnc 0.1.0: target=cpu\n// launch: threads=128 shared_bytes=0" + body,
+            "the kernel's spec has target = cpu"}}) {
+    Spec spec;
+    CudaLaunchShape shape;
+    std::string error;
+    INFO(c.source);
+    CHECK_FALSE(readCudaHeader(c.source, spec, shape, error));
+    CHECK(error.rfind(c.want, 0) == 0);
+  }
 }

@@ -75,6 +75,8 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
       {"max_kv_len = 1000 needs 63 pages of 16 tokens, but block_table_stride = 62",
        [](AttentionArgs &a) { a.block_table_stride = 62; }},
       {"num_pages = 0", [](AttentionArgs &a) { a.num_pages = 0; }},
+      {"num_pages = 134217728: a paged cache of 16-token pages needs 1..134217727 pages",
+       [](AttentionArgs &a) { a.num_pages = int64_t(1) << 27; }},
       {"max_q_len = 5 is more than total_q = 4", [](AttentionArgs &a) { a.max_q_len = 5; }},
       {"batch = 70000 is over the grid limit", [](AttentionArgs &a) { a.batch = 70000; }},
       {"scale = nan", [](AttentionArgs &a) { a.scale = std::nan(""); }},

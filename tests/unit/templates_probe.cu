@@ -17,10 +17,11 @@ extern "C" __global__ void probe(const __nv_bfloat16* k, const int* bt, float* o
   for (int b = 0; b < 8; ++b) for (int i = 0; i < 4; ++i) s[b][i] = threadIdx.x * 0.01f + b;
   st.update(s, 0.125f);
   float inv[2], lse[2]; st.finish(inv, lse);
-  KVCache<__nv_bfloat16, 16, 128> c{k, bt, 10, (int)kv_len, 128};
-  const __nv_bfloat16* r = c.row(threadIdx.x, 0);
+  KVCache<__nv_bfloat16, 16, 128> c{k, k, bt, 10, (int)kv_len, 128};
+  const int slot = c.slot(threadIdx.x);
+  const long long at = slot < 0 ? -1 : c.at(slot, 0);
   __shared__ alignas(16) __nv_bfloat16 sm[64*128];
-  cp_async_16(sm + SmemTile<64,128>::offset(threadIdx.x % 64, 0), r ? r : k, r != nullptr);
+  cp_async_16(sm + SmemTile<64,128>::offset(threadIdx.x % 64, 0), at < 0 ? k : k + at, at >= 0);
   cp_async_commit(); cp_async_wait<0>(); __syncthreads();
   unsigned a[4], bb[2]; ldmatrix_x4(a, sm + threadIdx.x * 8); ldmatrix_x2(bb, sm);
   float d[4] = {0,0,0,0}; Mma<__nv_bfloat16>::run(d, a, bb);

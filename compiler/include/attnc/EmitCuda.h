@@ -26,6 +26,13 @@ bool emitCuda(mlir::ModuleOp module, const Spec &spec, std::string &source,
 bool emitCudaForSpec(const Spec &spec, std::string &source, CudaLaunchShape &shape,
                      std::string &error);
 
+/// Reads back the first two lines of an emitted kernel, the spec and the
+/// launch shape (`// launch: threads=N shared_bytes=N [merge_threads=N]`),
+/// so that a kernel edited by hand can be compiled and launched like the
+/// emitted one. False with `error` set when they are missing or invalid.
+bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shape,
+                    std::string &error);
+
 } // namespace attn
 
 #endif // ATTNC_EMITCUDA_H

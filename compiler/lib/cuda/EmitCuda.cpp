@@ -19,6 +19,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <cstdlib>
 #include <sstream>
 
 using namespace mlir;
@@ -121,10 +122,15 @@ const char *maskCode(const Mask &m) {
 
 /// The kernel's compile-time configuration: what the spec and the IR fix.
 void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, int64_t tileQ,
-                 int64_t warpRows, int threads) {
+                 int64_t warpRows, const CudaLaunchShape &shape) {
   const char *elem = spec.dtype == DType::BF16 ? "__nv_bfloat16" : "__half";
   const bool decode = spec.mode == Mode::Decode;
+  const int threads = shape.threads;
   o << "// attnc " << ATTNC_VERSION << ": " << spec.str() << "\n"
+    << "// launch: threads=" << shape.threads << " shared_bytes=" << shape.shared_bytes;
+  if (decode)
+    o << " merge_threads=" << shape.merge_threads;
+  o << "\n"
     << "// Emitted from the tile-level IR of @" << plan.name
     << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
        "attn/*.cuh templates.\n"
@@ -161,23 +167,22 @@ void printKVCache(std::ostringstream &o, bool paged) {
       << "  const i64 kv_len = reinterpret_cast<const int *>(p.seq_lens_k)[seq];\n"
       << "  const int *table = reinterpret_cast<const int *>(p.block_table) + seq * p.block_table_stride;\n"
       << "  using Cache = KVCache<Elem, Cfg::kPageSize, Cfg::kHeadDim>;\n"
-      << "  const Cache keys = {reinterpret_cast<const Elem *>(p.k), table, (int)p.num_pages, (int)kv_len,\n"
-      << "                      p.num_kv_heads * Cfg::kHeadDim};\n"
-      << "  const Cache values = {reinterpret_cast<const Elem *>(p.v), table, (int)p.num_pages, (int)kv_len,\n"
-      << "                        p.num_kv_heads * Cfg::kHeadDim};\n";
+      << "  const Cache kv = {reinterpret_cast<const Elem *>(p.k), reinterpret_cast<const Elem *>(p.v), table,\n"
+      << "                    (int)p.num_pages, (int)kv_len, p.num_kv_heads * Cfg::kHeadDim};\n";
   else
     o << "  const int *cu_k = reinterpret_cast<const int *>(p.cu_seqlens_k);\n"
       << "  const i64 kv_begin = cu_k[seq], kv_len = cu_k[seq + 1] - kv_begin;\n"
       << "  const i64 token = (i64)p.num_kv_heads * Cfg::kHeadDim;\n"
       << "  using Cache = KVCache<Elem, 0, Cfg::kHeadDim>;\n"
-      << "  const Cache keys = {reinterpret_cast<const Elem *>(p.k) + kv_begin * token, nullptr, 0,\n"
-      << "                      (int)kv_len, (int)token};\n"
-      << "  const Cache values = {reinterpret_cast<const Elem *>(p.v) + kv_begin * token, nullptr, 0,\n"
-      << "                        (int)kv_len, (int)token};\n";
+      << "  const Cache kv = {reinterpret_cast<const Elem *>(p.k) + kv_begin * token,\n"
+      << "                    reinterpret_cast<const Elem *>(p.v) + kv_begin * token, nullptr, 0, (int)kv_len,\n"
+      << "                    (int)token};\n";
 }
 
 void printPrefill(std::ostringstream &o, const KernelPlan &plan) {
-  o << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads) " << plan.name
+  o << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
+    << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
+    << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
     << "(const Params p) {\n"
     << "  // The heads and q_tiles loops are the grid: x = query tile, y = query head, z = sequence.\n"
     << "  const int head = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x / 32;\n"
@@ -212,13 +217,15 @@ void printPrefill(std::ostringstream &o, const KernelPlan &plan) {
     o << "  //   [" << kv.lower << ", " << kv.upper << "): " << kv.why << "\n";
     masked |= kv.masked;
   }
-  o << "  for (i64 j = tiles.lo; j < tiles.hi; ++j) {\n"
-    << "    // " << (plan.paged ? "attn-page-kv: every K and V row through the block table (KVCache::row)."
+  o << "  for (int j = tiles.lo; j < tiles.hi; ++j) {\n"
+    << "    // " << (plan.paged ? "attn-page-kv: the K and V rows of tile j, found through the block table\n"
+                                  "    // (KVCache::slot) once for both; rows past kv_len read as zero."
                                 : "The K and V rows of tile j; rows past kv_len read as zero.")
     << "\n"
-    << "    load_tile<Cfg, Cfg::kTileKV>(smem_k, [&](int r) { return keys.row((int)j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
+    << "    const KVTile<Cfg, Cfg::kTileKV> rows(kv, j * Cfg::kTileKV);\n"
+    << "    rows.copy(smem_k, kv, kv.k, kv_head);\n"
     << "    cp_async_commit();\n"
-    << "    load_tile<Cfg, Cfg::kTileKV>(smem_v, [&](int r) { return values.row((int)j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
+    << "    rows.copy(smem_v, kv, kv.v, kv_head);\n"
     << "    cp_async_commit();\n"
     << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
     << "    __syncthreads();\n"
@@ -250,7 +257,9 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
   bool masked = false;
   for (const auto &kv : plan.loops)
     masked |= kv.masked;
-  o << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads) " << plan.name
+  o << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
+    << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
+    << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
     << "(const Params p) {\n"
     << "  // attn-share-kv-heads: one block per KV head; its rows are the group's query heads.\n"
     << "  // attn-split-kv: the kv_splits loop is the grid's x. Grid: x = split, y = KV head,\n"
@@ -269,10 +278,12 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "  float *scratch = reinterpret_cast<float *>(smem_kv);   // the warps' states, after the loop\n"
     << "  auto smem_k = [&](int stage) { return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     << "  auto smem_v = [&](int stage) { return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
-    << "  // attn-page-kv: every K and V row through the block table (KVCache::row).\n"
-    << "  auto load_kv = [&](i64 j, int stage) {\n"
-    << "    load_tile<Cfg, Cfg::kTileKV>(smem_k(stage), [&](int r) { return keys.row((int)j * Cfg::kTileKV + r, kv_head); }, keys.base);\n"
-    << "    load_tile<Cfg, Cfg::kTileKV>(smem_v(stage), [&](int r) { return values.row((int)j * Cfg::kTileKV + r, kv_head); }, values.base);\n"
+    << "  // attn-page-kv: the K and V rows of tile j, found through the block table\n"
+    << "  // (KVCache::slot) once for both.\n"
+    << "  auto load_kv = [&](int j, int stage) {\n"
+    << "    const KVTile<Cfg, Cfg::kTileKV> rows(kv, j * Cfg::kTileKV);\n"
+    << "    rows.copy(smem_k(stage), kv, kv.k, kv_head);\n"
+    << "    rows.copy(smem_v(stage), kv, kv.v, kv_head);\n"
     << "  };\n"
     << "  // attn-split-kv: one split writes the output; several write partial results\n"
     << "  // (normalised output and lse) to the workspace for the merge kernel.\n"
@@ -303,7 +314,7 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "    cp_async_commit();\n"
     << "    // attn-online-softmax: m = -inf, l = 0, acc = 0; each warp takes 16 keys of every tile.\n"
     << "    DecodeState<Cfg> state;\n    state.init();\n"
-    << "    for (i64 j = mine.lo; j < mine.hi; ++j) {\n"
+    << "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
     << "      const int stage = (j - mine.lo) % Cfg::kStages;\n"
     << "      if (j + 1 < mine.hi) // the next tile loads while this one is used\n"
     << "        load_kv(j + 1, (j + 1 - mine.lo) % Cfg::kStages);\n"
@@ -373,20 +384,77 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   // 32 query rows per warp halve the shared-memory reads per mma, when two
   // row blocks' accumulators (head_dim / 2 registers each) and scores
   // (tile_kv / 2 each) fit next to the rest in 255 registers; else 16.
+  // Head dims that are no multiple of 64 (unswizzled tiles) measured too
+  // close to the limit (ptxas spilled for head_dim 96 with 32-key tiles).
   const int64_t warpRows =
-      !decode && tileQ % 32 == 0 && spec.head_dim + spec.tile_kv <= 160 ? 32 : 16;
+      !decode && tileQ % 32 == 0 && spec.head_dim % 64 == 0 && spec.head_dim + spec.tile_kv <= 160
+          ? 32
+          : 16;
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / warpRows * 32);
   const int64_t kvTiles = decode ? 2 * 2 : 2; // decode: K and V, two stages
   shape.shared_bytes = static_cast<int>((tileQ + kvTiles * spec.tile_kv) * spec.head_dim * 2);
   shape.merge_threads = decode ? 128 : 0;
 
   std::ostringstream o;
-  printConfig(o, spec, plan, tileQ, warpRows, shape.threads);
+  printConfig(o, spec, plan, tileQ, warpRows, shape);
   if (decode)
     printDecode(o, plan);
   else
     printPrefill(o, plan);
   source = o.str();
+  return true;
+}
+
+bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shape,
+                    std::string &error) {
+  std::istringstream in(source);
+  std::string specLine, launchLine;
+  std::getline(in, specLine);
+  std::getline(in, launchLine);
+  const std::string specTag = "// attnc ", launchTag = "// launch: ";
+  const size_t colon = specLine.find(": ");
+  if (specLine.rfind(specTag, 0) != 0 || colon == std::string::npos ||
+      launchLine.rfind(launchTag, 0) != 0) {
+    error = "not an attnc kernel: the source does not start with the '// attnc VERSION: SPEC' "
+            "and '// launch: ...' lines attnc emit prints";
+    return false;
+  }
+  SpecResult parsed = parseSpec(specLine.substr(colon + 2));
+  if (!parsed) {
+    error = "the kernel's first line: " + parsed.error->message();
+    return false;
+  }
+  spec = *parsed.spec;
+  if (!spec.isGPU()) {
+    error = "the kernel's spec has target = cpu";
+    return false;
+  }
+  shape = CudaLaunchShape{};
+  shape.decode = spec.mode == Mode::Decode;
+  shape.tile_q = shape.decode ? 16 : static_cast<int>(spec.tile_q);
+  std::istringstream fields(launchLine.substr(launchTag.size()));
+  for (std::string field; fields >> field;) {
+    const size_t eq = field.find('=');
+    const std::string key = field.substr(0, eq);
+    int *slot = key == "threads"         ? &shape.threads
+                : key == "shared_bytes"  ? &shape.shared_bytes
+                : key == "merge_threads" ? &shape.merge_threads
+                                         : nullptr;
+    char *end = nullptr;
+    const long value = eq == std::string::npos ? -1 : std::strtol(field.c_str() + eq + 1, &end, 10);
+    if (!slot || value < 0 || value > (1 << 20) || *end != '\0') {
+      error = "the kernel's launch line: '" + field + "' is not threads=N, shared_bytes=N or "
+              "merge_threads=N";
+      return false;
+    }
+    *slot = static_cast<int>(value);
+  }
+  if (shape.threads <= 0 || shape.threads > 1024 || shape.threads % 32 != 0 ||
+      (shape.decode && shape.merge_threads <= 0)) {
+    error = "the kernel's launch line gives no valid thread count (a multiple of 32, at most "
+            "1024" + std::string(shape.decode ? ", and merge_threads for decode)" : ")");
+    return false;
+  }
   return true;
 }
 
