@@ -166,12 +166,14 @@ void applyDefaultTiles(Spec &spec) {
     q = 1; // One query token per sequence; GQA packs the group's heads.
     kv = 64;
   } else if (spec.isGPU()) {
-    // The emitted kernels give a warp 32 query rows when the accumulator and
-    // score fragments of two 16-row blocks fit in 255 registers
-    // (head_dim + tile_kv <= 160), else 16. 32-key tiles let head dims
-    // 112..128 take 32 rows without spills (ptxas, sm_80 and sm_90a).
+    // Measured on the H200 (tests/gpu/RESULTS.md): head_dim 64 runs fastest
+    // with 128-key tiles taken 64 keys per step; head_dim 128 with 32-key
+    // tiles, two in flight (the emitter picks the step and the stages, see
+    // EmitCuda.cpp). 64-key tiles taken 32 keys per step were 1-3 % faster
+    // for head_dim 128 but left ptxas too few registers for the paged, masked
+    // kernels (spills).
     q = spec.head_dim <= 128 ? 128 : 64;
-    kv = spec.head_dim > 96 && spec.head_dim <= 128 ? 32 : 64;
+    kv = spec.head_dim <= 64 ? 128 : spec.head_dim > 96 && spec.head_dim <= 128 ? 32 : 64;
   }
   if (spec.tile_q == 0)
     spec.tile_q = q;

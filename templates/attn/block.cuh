@@ -2,9 +2,11 @@
 //
 // The named steps an emitted prefill kernel calls, in the order of the
 // recurrence. A thread block holds kTileQ query rows of one query head,
-// kRowBlocks blocks of 16 rows per warp, in mma fragments; K and V tiles
-// pass through shared memory. Cfg provides: Elem, kHeadDim, kTileQ,
-// kTileKV, kRowBlocks, kPageSize, kMask, kWindow, kThreads.
+// kRowBlocks blocks of 16 rows per warp, in mma fragments; K and V tiles of
+// kTileKV keys pass through shared memory, and each step of the recurrence
+// takes kStepKV of their keys (the scores of a step live in registers).
+// Cfg provides: Elem, kHeadDim, kTileQ, kTileKV, kStepKV, kRowBlocks,
+// kPageSize, kMask, kWindow, kThreads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,7 +86,24 @@ struct KVTile {
       slot[step] = kv.slot(t0 + P::row(step));
   }
 
-  /// K (base kv.k) or V (base kv.v) of KV head h into a shared tile.
+  /// K and V of KV head h into their shared tiles, each piece's address
+  /// computed once for both (one cp.async group for the two).
+  template <class Cache>
+  ATTN_DEVICE void copy_kv(typename Cfg::Elem *smem_k, typename Cfg::Elem *smem_v, const Cache &kv,
+                           int h) const {
+#pragma unroll
+    for (unsigned step = 0; step < P::kSteps; ++step) {
+      if (!P::exists(step))
+        break;
+      const i64 at = kv.at(slot[step], h) + P::chunk(step) * 8;
+      const int dst = P::Tile::offset(P::row(step), P::chunk(step));
+      cp_async_16(smem_k + dst, slot[step] < 0 ? kv.k : kv.k + at, slot[step] >= 0);
+      cp_async_16(smem_v + dst, slot[step] < 0 ? kv.v : kv.v + at, slot[step] >= 0);
+    }
+  }
+
+  /// K (base kv.k) or V (base kv.v) of KV head h into a shared tile: when
+  /// the two must be separate cp.async groups.
   template <class Cache>
   ATTN_DEVICE void copy(typename Cfg::Elem *smem, const Cache &kv, const typename Cfg::Elem *base,
                         int h) const {
@@ -102,25 +121,26 @@ struct KVTile {
 /// The online-softmax state of one warp's rows: kRowBlocks blocks of 16.
 template <class Cfg>
 struct WarpState {
-  RowState<Cfg::kTileKV, Cfg::kHeadDim> rows[Cfg::kRowBlocks];
+  RowState<Cfg::kStepKV, Cfg::kHeadDim> rows[Cfg::kRowBlocks];
   ATTN_DEVICE void init() {
 #pragma unroll
     for (int r = 0; r < Cfg::kRowBlocks; ++r)
       rows[r].init();
   }
   /// c = softmax scale * log2 e (see RowState::update).
-  ATTN_DEVICE void update(float (&s)[Cfg::kRowBlocks][Cfg::kTileKV / 8][4], float c) {
+  ATTN_DEVICE void update(float (&s)[Cfg::kRowBlocks][Cfg::kStepKV / 8][4], float c) {
 #pragma unroll
     for (int r = 0; r < Cfg::kRowBlocks; ++r)
       rows[r].update(s[r], c);
   }
 };
 
-/// A warp's scores for one KV tile: 16 x kTileKV per row block.
+/// A warp's scores for one step: 16 x kStepKV per row block.
 template <class Cfg>
-using Scores = float[Cfg::kRowBlocks][Cfg::kTileKV / 8][4];
+using Scores = float[Cfg::kRowBlocks][Cfg::kStepKV / 8][4];
 
-/// S = Q K^T for this warp's kRowBlocks * 16 rows and the tile's keys (raw:
+/// S = Q K^T for this warp's kRowBlocks * 16 rows and a step's kStepKV keys
+/// (from `smem_k`, the step's first key row in the shared tile; raw:
 /// the softmax scale is applied inside the exponent). Each K fragment read from shared memory serves every row
 /// block of the warp (more rows per warp: less shared-memory traffic per
 /// mma). The Q fragments are re-read from shared memory for each 16 columns
@@ -131,7 +151,7 @@ ATTN_DEVICE void qk(Scores<Cfg> &s, const typename Cfg::Elem *smem_q, int warp,
                     const typename Cfg::Elem *smem_k) {
   using QTile = SmemTile<Cfg::kTileQ, Cfg::kHeadDim>;
   using KTile = SmemTile<Cfg::kTileKV, Cfg::kHeadDim>;
-  constexpr int R = Cfg::kRowBlocks, NB = Cfg::kTileKV / 8;
+  constexpr int R = Cfg::kRowBlocks, NB = Cfg::kStepKV / 8;
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -176,7 +196,7 @@ ATTN_DEVICE void apply_mask(Scores<Cfg> &s, i64 q_row0, i64 key0, i64 q_len, i64
   for (int r = 0; r < Cfg::kRowBlocks; ++r) {
     const int row0 = static_cast<int>(q_row0) + r * 16 + lane / 4;
 #pragma unroll
-    for (int nb = 0; nb < Cfg::kTileKV / 8; ++nb)
+    for (int nb = 0; nb < Cfg::kStepKV / 8; ++nb)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         if (!is_visible<int>(Cfg::kMask, static_cast<int>(Cfg::kWindow), row0 + (i / 2) * 8,
@@ -186,8 +206,9 @@ ATTN_DEVICE void apply_mask(Scores<Cfg> &s, i64 q_row0, i64 key0, i64 q_len, i64
   }
 }
 
-/// acc += P V: the probabilities stay in registers as the A operand; each V
-/// fragment serves every row block of the warp.
+/// acc += P V for a step's keys (`smem_v`: the step's first value row): the
+/// probabilities stay in registers as the A operand; each V fragment serves
+/// every row block of the warp.
 template <class Cfg>
 ATTN_DEVICE void accumulate_pv(WarpState<Cfg> &state, const Scores<Cfg> &p,
                                const typename Cfg::Elem *smem_v) {
@@ -198,7 +219,7 @@ ATTN_DEVICE void accumulate_pv(WarpState<Cfg> &state, const Scores<Cfg> &p,
   // Lanes 0-15 address output columns nb * 8.., lanes 16-31 (nb + 1) * 8..
   const unsigned v_base = smem_addr(smem_v + Tile::offset(lane % 16, lane / 16));
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kTileKV / 16; ++kk) {
+  for (int kk = 0; kk < Cfg::kStepKV / 16; ++kk) {
     unsigned a[R][4];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -229,7 +250,7 @@ ATTN_DEVICE void store_output(WarpState<Cfg> &state, Rows<typename Cfg::Elem> ou
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int rb = 0; rb < Cfg::kRowBlocks; ++rb) {
-    RowState<Cfg::kTileKV, Cfg::kHeadDim> &rows = state.rows[rb];
+    RowState<Cfg::kStepKV, Cfg::kHeadDim> &rows = state.rows[rb];
     float inv_l[2], row_lse[2];
     rows.finish(inv_l, row_lse);
 #pragma unroll

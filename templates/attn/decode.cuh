@@ -31,6 +31,7 @@ struct WarpSlice {
   static constexpr int kHeadDim = Cfg::kHeadDim;
   static constexpr int kTileQ = 16;
   static constexpr int kTileKV = 16;
+  static constexpr int kStepKV = 16;
   static constexpr int kRowBlocks = 1;
 };
 

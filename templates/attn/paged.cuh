@@ -41,10 +41,11 @@ struct KVCache {
       return -1; // past kv_len (or negative)
     if (kPageSize == 0)
       return t;
-    const int page = block_table[t / kPageSize];
+    constexpr int kPage = kPageSize > 0 ? kPageSize : 1; // (this branch is paged only)
+    const int page = block_table[t / kPage];
     if (static_cast<unsigned>(page) >= static_cast<unsigned>(num_pages))
       return -1; // never read outside the cache
-    return page * kPageSize + t % kPageSize;
+    return page * kPage + t % kPage;
   }
   /// The element offset of a slot's row for KV head h, in k and v alike.
   ATTN_DEVICE i64 at(int slot, int h) const { return (i64)slot * token_stride + h * kHeadDim; }

@@ -62,13 +62,30 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
                            "attn-share-kv-heads", "kGroup = 4", "state.update(s, p.scale_log2)",
                            "accumulate_pv<Cfg>", "lse = m + log l"})
     CHECK(src.find(step) != std::string::npos);
-  // Fully visible tiles skip the mask arithmetic.
-  CHECK(src.find("if (j < tiles.full_lo || j >= tiles.full_hi)\n      apply_mask<Cfg>") !=
+  // Fully visible steps skip the mask arithmetic.
+  CHECK(src.find("if (step < steps.full_lo || step >= steps.full_hi)\n        apply_mask<Cfg>") !=
         std::string::npos);
-  // head_dim 128 with 32-key tiles: 32 rows per warp, 4 warps for 128 rows.
+  // head_dim 128 with 32-key tiles: 32 rows per warp, 4 warps for 128 rows,
+  // one step per tile, two K/V stages.
   CHECK(src.find("kWarpRows = 32") != std::string::npos);
+  CHECK(src.find("kStepKV = 32") != std::string::npos);
+  CHECK(src.find("kStages = 2") != std::string::npos);
+  CHECK(src.find("load_kv(j + 1, (stage + 1) % Cfg::kStages)") != std::string::npos);
   CHECK(shape.threads == 128);
-  CHECK(shape.shared_bytes == (128 + 2 * 32) * 128 * 2);
+  CHECK(shape.shared_bytes == (128 + 2 * 2 * 32) * 128 * 2);
+  // head_dim 64 with 128-key tiles: two steps of 64 keys, one stage; the V
+  // wait comes before the tile's first P V.
+  src = emit("head_dim=64,mask=causal", shape);
+  CHECK(src.find("kTileKV = 128") != std::string::npos);
+  CHECK(src.find("kStepKV = 64") != std::string::npos);
+  CHECK(src.find("kStages = 1") != std::string::npos);
+  CHECK(src.find("if (h == first) {\n        cp_async_wait<0>(); // V has arrived") !=
+        std::string::npos);
+  CHECK(shape.shared_bytes == (128 + 2 * 128) * 64 * 2);
+  // head_dim 256: 16 rows per warp, the whole tile in one step.
+  src = emit("head_dim=256", shape);
+  CHECK(src.find("kWarpRows = 16") != std::string::npos);
+  CHECK(src.find("kStepKV = 64") != std::string::npos);
 }
 
 TEST_CASE("emitting CUDA for a CPU spec is refused with a reason", "[cuda]") {

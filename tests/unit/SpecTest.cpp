@@ -208,7 +208,7 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
     int headDim, tileQ, tileKV;
   };
   for (const char *target : {"sm_80", "sm_90a"}) {
-    for (Case c : {Case{32, 128, 64}, Case{64, 128, 64}, Case{96, 128, 64},
+    for (Case c : {Case{32, 128, 128}, Case{64, 128, 128}, Case{96, 128, 64},
                    Case{112, 128, 32}, Case{128, 128, 32}, Case{160, 64, 64}, Case{256, 64, 64}}) {
       Spec s = parseValid("target=" + std::string(target) +
                           ",head_dim=" + std::to_string(c.headDim));
