@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the portable binaries for the GPU machine (MLIR and LLVM linked
 # statically) and packs them small enough to copy: build-static/pack/ holds
-# attn-gpu-check (stripped) and attnc.xz (stripped, xz: the CPU JIT inside
-# attnc makes it ~58 MB otherwise). tests/gpu/run-on-gpu.sh unpacks attnc.
+# attn-gpu-check (stripped), attnc.xz (stripped, xz: the CPU JIT inside
+# attnc makes it ~58 MB otherwise) and libattnc.so (the C API, for the Python
+# module and bench/bench.py). tests/gpu/run-on-gpu.sh unpacks attnc.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-"$root/scripts/build.sh" --static attn-gpu-check attnc
+"$root/scripts/build.sh" --static attn-gpu-check attnc attnc_c
 pack="$root/build-static/pack"
 mkdir -p "$pack"
 strip -o "$pack/attn-gpu-check" "$root/build-static/bin/attn-gpu-check"
 strip -o "$pack/attnc" "$root/build-static/bin/attnc"
+strip -o "$pack/libattnc.so" "$root/build-static/lib/libattnc.so"
 xz -T2 -6 -f "$pack/attnc"
 ls -la "$pack"

@@ -1,0 +1,272 @@
+"""attnc against PyTorch SDPA (flash, cuDNN) and FlexAttention on PERF.md's shapes.
+
+    python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick]
+
+Runs on the GPU machine (torch, triton): attnc through its Python module
+(runtime/python/attnc, libattnc.so from build-static/lib or $ATTNC_LIBRARY).
+For every row, in one process: fresh random bf16 inputs; attnc's output is
+checked against SDPA's (relative L2 < 1e-2) before anything is timed; then
+attnc, SDPA flash (FlashAttention-2), SDPA cuDNN and FlexAttention are timed
+with triton.testing.do_bench (warm-up, then the median). Prints the table
+with TFLOP/s (prefill) or GB/s of K + V read (decode) and each anchor's
+ratio, and writes DIR/results.json, DIR/results.md and, with matplotlib,
+DIR/results.png (default DIR: bench/).
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "runtime", "python"))
+
+import torch  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+import attnc  # noqa: E402
+
+F = torch.nn.functional
+USE_FLEX = True
+
+
+def rel_err(a, b):
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm()).item()
+
+
+def flex_prefill(causal):
+    """FlexAttention compiled once per mask (the first call compiles)."""
+    if not USE_FLEX:
+        return None
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError:
+        return None
+    compiled = torch.compile(flex_attention, dynamic=False)
+
+    def run(q, k, v):
+        mask = None
+        if causal:
+            n = q.shape[2]
+            key = ("causal", n)
+            if key not in run.masks:
+                run.masks[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, n, n)
+            mask = run.masks[key]
+        return compiled(q, k, v, block_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+
+    run.masks = {}
+    return run
+
+
+def timed(fn):
+    try:
+        return do_bench(fn, warmup=25, rep=100)
+    except Exception as e:  # a backend that refuses a shape: reported, not fatal
+        print(f"    (not timed: {str(e).splitlines()[0][:80]})", flush=True)
+        return float("nan")
+
+
+def prefill_rows(quick):
+    ns = (1024, 4096) if quick else (1024, 4096, 16384)
+    flex = {c: flex_prefill(c) for c in (False, True)}
+    rows = []
+    for hd in (64, 128):
+        for causal in (False, True):
+            for n in ns:
+                b, h = 16384 // n, 2048 // hd
+                q, k, v = (torch.randn(b * n, h, hd, device="cuda", dtype=torch.bfloat16)
+                           for _ in range(3))
+                cu = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device="cuda")
+                # plan(): the kernel and its arguments resolved once, so the timed
+                # call is one ctypes launch (as SDPA's is one dispatch).
+                p = attnc.plan(q, k, v, causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                               max_seqlen_q=n, max_seqlen_k=n)
+                run, out = p.run, p.out
+                run()
+                q4, k4, v4 = (x.view(b, n, h, hd).transpose(1, 2) for x in (q, k, v))
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    ref = F.scaled_dot_product_attention(q4, k4, v4, is_causal=causal)
+                err = rel_err(out.view(b, n, h, hd).transpose(1, 2), ref)
+                if not err < 1e-2:
+                    raise SystemExit(f"hd {hd} N {n} causal={causal}: attnc differs from SDPA "
+                                     f"(relative error {err:.3g}); nothing timed")
+                q4, k4, v4 = (x.contiguous() for x in (q4, k4, v4))
+                flops = 4 * b * h * n * n * hd * (0.5 if causal else 1.0)
+                t = {"attnc": timed(run)}
+                for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                                      ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    with sdpa_kernel(backend):
+                        t[name] = timed(lambda: F.scaled_dot_product_attention(q4, k4, v4,
+                                                                               is_causal=causal))
+                if flex[causal] is not None:
+                    t["flex"] = timed(lambda: flex[causal](q4, k4, v4))
+                row = {"kind": "prefill", "hd": hd, "n": n, "causal": causal, "batch": b,
+                       "heads": h, "rel_err": err, "ms": t,
+                       "rate": {k_: flops / ms / 1e9 for k_, ms in t.items()}}
+                print_row(row)
+                rows.append(row)
+                del q, k, v, q4, k4, v4, out, ref, p
+    return rows
+
+
+def decode_rows(quick):
+    shapes = ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096),
+              (8, 64, 8, 32768))
+    if quick:
+        shapes = shapes[:2]
+    flex = None
+    try:
+        from torch.nn.attention.flex_attention import flex_attention
+        flex = torch.compile(flex_attention, dynamic=False) if USE_FLEX else None
+    except ImportError:
+        pass
+    rows = []
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    for b, hq, hkv, n in shapes:
+        page = 16
+        pages_per_seq = n // page
+        k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        q = torch.randn(b, hq, 1, 128, device="cuda", dtype=torch.bfloat16)
+        # The same cache, paged: sequence s's page i lives at table[s, i] (shuffled).
+        perm = torch.randperm(b * pages_per_seq, generator=gen).to("cuda")
+        table = perm.view(b, pages_per_seq).to(torch.int32)
+        kp, vp = (torch.empty(b * pages_per_seq, page, hkv, 128, device="cuda",
+                              dtype=torch.bfloat16) for _ in range(2))
+        for src, dst in ((k, kp), (v, vp)):
+            dst[perm] = src.permute(0, 2, 1, 3).reshape(b * pages_per_seq, page, hkv, 128)
+        qp = q.view(b, hq, 128).contiguous()
+        cu = torch.arange(0, b + 1, dtype=torch.int32, device="cuda")
+        lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        p = attnc.plan(qp, kp, vp, cu_seqlens_q=cu, max_seqlen_q=1, block_table=table,
+                       seq_lens_k=lens, max_seqlen_k=n)
+        run, out = p.run, p.out
+        run()
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        err = rel_err(out.view(b, hq, 1, 128), ref)
+        if not err < 1e-2:
+            raise SystemExit(f"decode B {b} kv {n}: attnc differs from SDPA (relative error "
+                             f"{err:.3g}); nothing timed")
+        nbytes = 2 * k.numel() * k.element_size()
+        t = {"attnc": timed(run)}
+        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            with sdpa_kernel(backend):
+                t[name] = timed(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        if flex is not None:
+            t["flex"] = timed(lambda: flex(q, k, v, enable_gqa=True))
+        row = {"kind": "decode", "batch": b, "hq": hq, "hkv": hkv, "n": n, "rel_err": err,
+               "ms": t, "rate": {k_: nbytes / ms / 1e6 for k_, ms in t.items()}}
+        print_row(row)
+        rows.append(row)
+        del k, v, kp, vp, q, qp, out, ref, p
+    return rows
+
+
+def label(row):
+    if row["kind"] == "prefill":
+        return f"hd {row['hd']} N {row['n']} {'causal' if row['causal'] else 'full'}"
+    return f"decode B {row['batch']} {row['hq']}/{row['hkv']} kv {row['n']}"
+
+
+def print_row(row):
+    unit = "TFLOP/s" if row["kind"] == "prefill" else "GB/s"
+    r = row["rate"]
+    parts = [f"{k} {v:7.1f}" for k, v in r.items()]
+    ratios = [f"x{k} {r['attnc'] / v:5.2f}" for k, v in r.items() if k != "attnc" and v == v]
+    print(f"{label(row):34s} {unit:7s} " + "  ".join(parts) + "   " + "  ".join(ratios) +
+          f"   (err {row['rel_err']:.1e})", flush=True)
+
+
+def markdown(rows, meta):
+    lines = [f"Measured {meta['date']} on {meta['gpu']}, commit {meta['commit']}, torch "
+             f"{meta['torch']}: `python3 bench/bench.py` (triton do_bench medians; every attnc "
+             "output checked against SDPA first).", ""]
+    for kind, unit in (("prefill", "TFLOP/s"), ("decode", "GB/s")):
+        sel = [r for r in rows if r["kind"] == kind]
+        if not sel:
+            continue
+        names = [n for n in ("attnc", "flash", "cudnn", "flex") if n in sel[0]["rate"]]
+        head = ["row"] + [f"{n} {unit}" for n in names] + [f"x {n}" for n in names[1:]]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for r in sel:
+            vals = [f"{r['rate'][n]:.1f}" for n in names]
+            rat = [f"{r['rate']['attnc'] / r['rate'][n]:.2f}" for n in names[1:]]
+            lines.append("| " + " | ".join([label(r)] + vals + rat) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def chart(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no chart", flush=True)
+        return
+    fig, axes = plt.subplots(2, 1, figsize=(14, 9))
+    for ax, kind, unit in ((axes[0], "prefill", "TFLOP/s"), (axes[1], "decode", "GB/s")):
+        sel = [r for r in rows if r["kind"] == kind]
+        if not sel:
+            continue
+        names = [n for n in ("attnc", "flash", "cudnn", "flex") if n in sel[0]["rate"]]
+        width = 0.8 / len(names)
+        for i, n in enumerate(names):
+            ax.bar([x + i * width for x in range(len(sel))], [r["rate"][n] for r in sel], width,
+                   label={"flash": "SDPA flash (FA2)", "cudnn": "SDPA cuDNN",
+                          "flex": "FlexAttention"}.get(n, n))
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(sel))])
+        ax.set_xticklabels([label(r).replace("decode ", "") for r in sel], rotation=20,
+                           fontsize=8)
+        ax.set_ylabel(unit)
+        ax.set_title(f"{kind} (bf16, H200)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"chart: {path}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=HERE, help="folder for results.json/.md/.png")
+    ap.add_argument("--rows", default="prefill,decode", help="prefill, decode or both")
+    ap.add_argument("--quick", action="store_true", help="a few rows only (a smoke test)")
+    ap.add_argument("--no-flex", action="store_true",
+                    help="leave FlexAttention out (it compiles once per shape: minutes)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
+    torch.manual_seed(0)
+    print(f"{attnc.version()} from {attnc.library_path()}", flush=True)
+    rows = []
+    global USE_FLEX
+    USE_FLEX = not args.no_flex
+    torch._dynamo.config.cache_size_limit = 64  # one FlexAttention compile per shape
+    if "prefill" in args.rows:
+        rows += prefill_rows(args.quick)
+    if "decode" in args.rows:
+        rows += decode_rows(args.quick)
+    try:
+        commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip() or "unknown"
+    except OSError:
+        commit = "unknown"
+    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
+            "commit": commit, "torch": torch.__version__}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(markdown(rows, meta) + "\n")
+    chart(rows, os.path.join(args.out, "results.png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+/*===- attnc.h - The C API of attnc: a stable ABI over the runtime -*- C -*-===*
+ *
+ * Spec in, kernel out, launch on a stream: the JIT path of the C++ runtime
+ * (attn::Runtime, attn::Kernel) behind opaque handles and plain C types, for
+ * other languages (the Python module in runtime/python calls it through
+ * ctypes) and for applications that must not depend on a C++ ABI.
+ *
+ * ABI rules: functions are only added, never changed; attnc_args starts
+ * with its own size, so a caller built against an older header passes a
+ * shorter struct and new fields read as 0. Every function returns an
+ * attnc_status; on failure attnc_last_error() gives one line naming the
+ * problem (thread-local, valid until the thread's next attnc call).
+ * Nothing is launched when a call fails.
+ *
+ * Device memory is given as CUdeviceptr values (uint64_t); layouts are the
+ * packed ones of templates/attn/params.cuh: q and o [total_q, num_q_heads,
+ * head_dim], contiguous k and v [total_kv, num_kv_heads, head_dim], paged k
+ * and v [num_pages, page_size, num_kv_heads, head_dim], lse fp32
+ * [total_q, num_q_heads].
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef ATTNC_ATTNC_H
+#define ATTNC_ATTNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define ATTNC_API __attribute__((visibility("default")))
+#else
+#define ATTNC_API
+#endif
+
+/** The ABI version: raised only when functions or fields are added. */
+#define ATTNC_ABI_VERSION 1
+
+typedef enum attnc_status {
+  ATTNC_OK = 0,
+  ATTNC_ERROR_INVALID_ARGUMENT = 1, /**< a bad spec, null handle or launch argument */
+  ATTNC_ERROR_NO_GPU = 2,           /**< no CUDA driver or device */
+  ATTNC_ERROR_COMPILE = 3,          /**< the pipeline, the emitter or NVRTC failed */
+  ATTNC_ERROR_LAUNCH = 4,           /**< the driver refused the launch */
+  ATTNC_ERROR_BUFFER_TOO_SMALL = 5  /**< an output string did not fit */
+} attnc_status;
+
+typedef struct attnc_runtime attnc_runtime;
+typedef struct attnc_kernel attnc_kernel;
+
+/** One launch's device memory and sizes (see attn::AttentionArgs). */
+typedef struct attnc_args {
+  uint32_t size; /**< sizeof(attnc_args) as the caller knows it */
+  uint64_t q, k, v, o;
+  uint64_t lse;          /**< fp32 [total_q, num_q_heads]; return_lse specs only */
+  uint64_t cu_seqlens_q; /**< int32 [batch + 1] */
+  uint64_t cu_seqlens_k; /**< int32 [batch + 1]; contiguous KV */
+  uint64_t seq_lens_k;   /**< int32 [batch]; paged KV */
+  uint64_t block_table;  /**< int32 [batch, block_table_stride]; paged KV */
+  uint64_t workspace;    /**< split-KV decode: attnc_kernel_workspace_bytes bytes */
+  uint64_t workspace_bytes;
+  int32_t batch, num_q_heads, num_kv_heads;
+  int32_t num_splits; /**< decode: 0 = the spec's split_kv */
+  int64_t total_q, total_kv, num_pages, block_table_stride;
+  int64_t max_q_len, max_kv_len;
+  double scale; /**< 0: 1 / sqrt(head_dim) */
+} attnc_args;
+
+/** "attnc X.Y.Z". */
+ATTNC_API const char *attnc_version(void);
+ATTNC_API int attnc_abi_version(void);
+/** The calling thread's last error, "" after a success. */
+ATTNC_API const char *attnc_last_error(void);
+
+/** Checks a spec (`field=value,...`) and writes its canonical form. */
+ATTNC_API attnc_status attnc_spec_canonical(const char *spec, char *out, size_t out_size);
+
+/** Binds to the calling thread's current CUDA context (device 0's primary
+ *  context when none is current). cache_dir NULL or "": the default. */
+ATTNC_API attnc_status attnc_runtime_create(const char *cache_dir, attnc_runtime **out);
+ATTNC_API void attnc_runtime_destroy(attnc_runtime *runtime);
+/** The GPU's target ("sm_90a", "sm_80", ...) into `out`. */
+ATTNC_API attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t out_size);
+
+/** The kernel of a spec: from memory, the disk cache or NVRTC. A spec
+ *  without a target gets the GPU's. The kernel stays valid until released
+ *  (the runtime keeps its own reference while it lives). */
+ATTNC_API attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec,
+                                        attnc_kernel **out);
+ATTNC_API void attnc_kernel_release(attnc_kernel *kernel);
+/** The kernel's canonical spec. */
+ATTNC_API attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t out_size);
+/** Bytes of workspace a launch with these arguments needs (0: none). */
+ATTNC_API attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel,
+                                                    const attnc_args *args, uint64_t *bytes);
+/** Checks the arguments on the host, then enqueues on `stream` (a
+ *  CUstream; NULL: the default stream). Never allocates or synchronises. */
+ATTNC_API attnc_status attnc_launch(const attnc_kernel *kernel, const attnc_args *args,
+                                    void *stream);
+/** The opt-in checking mode: synchronises `stream`, reads the offsets,
+ *  lengths and block table back and checks them. */
+ATTNC_API attnc_status attnc_check_arguments(const attnc_kernel *kernel, const attnc_args *args,
+                                             void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNC_ATTNC_H */

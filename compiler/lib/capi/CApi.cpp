@@ -1,0 +1,224 @@
+//===- CApi.cpp - The C API over attn::Runtime and attn::Kernel -----------===//
+//
+// Each entry point converts its arguments, calls the C++ runtime, and turns
+// the outcome into an attnc_status plus the thread's last-error line. No
+// C++ exception crosses the C boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "attnc/attnc.h"
+
+#include "attnc/Runtime.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+using namespace attn;
+
+struct attnc_runtime {
+  std::unique_ptr<Runtime> runtime;
+};
+
+struct attnc_kernel {
+  std::shared_ptr<const Kernel> kernel;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+attnc_status fail(attnc_status status, std::string message) {
+  lastError = std::move(message);
+  return status;
+}
+
+attnc_status ok() {
+  lastError.clear();
+  return ATTNC_OK;
+}
+
+attnc_status copyOut(const std::string &text, char *out, size_t outSize, const char *what) {
+  if (!out)
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string(what) + ": the output buffer is null");
+  if (text.size() + 1 > outSize)
+    return fail(ATTNC_ERROR_BUFFER_TOO_SMALL, std::string(what) + " needs " +
+                                                  std::to_string(text.size() + 1) +
+                                                  " bytes, the buffer has " +
+                                                  std::to_string(outSize));
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return ok();
+}
+
+/// The caller's attnc_args, however long its version of the struct is:
+/// fields past args->size read as 0.
+bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
+  if (!in) {
+    error = "args is a null pointer";
+    return false;
+  }
+  if (in->size < offsetof(attnc_args, q) + sizeof(uint64_t) || in->size > (1u << 16)) {
+    error = "args->size = " + std::to_string(in->size) +
+            " is not the size of an attnc_args (set it to sizeof(attnc_args))";
+    return false;
+  }
+  attnc_args a;
+  std::memset(&a, 0, sizeof a);
+  std::memcpy(&a, in, in->size < sizeof a ? in->size : sizeof a);
+  out.q = a.q;
+  out.k = a.k;
+  out.v = a.v;
+  out.o = a.o;
+  out.lse = a.lse;
+  out.cu_seqlens_q = a.cu_seqlens_q;
+  out.cu_seqlens_k = a.cu_seqlens_k;
+  out.seq_lens_k = a.seq_lens_k;
+  out.block_table = a.block_table;
+  out.workspace = a.workspace;
+  out.workspace_bytes = a.workspace_bytes;
+  out.batch = a.batch;
+  out.num_q_heads = a.num_q_heads;
+  out.num_kv_heads = a.num_kv_heads;
+  out.num_splits = a.num_splits;
+  out.total_q = a.total_q;
+  out.total_kv = a.total_kv;
+  out.num_pages = a.num_pages;
+  out.block_table_stride = a.block_table_stride;
+  out.max_q_len = a.max_q_len;
+  out.max_kv_len = a.max_kv_len;
+  out.scale = a.scale;
+  return true;
+}
+
+template <typename F>
+attnc_status guarded(F body) {
+  try {
+    return body();
+  } catch (const std::exception &e) {
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "internal error");
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+const char *attnc_version(void) { return "attnc " ATTNC_VERSION; }
+
+int attnc_abi_version(void) { return ATTNC_ABI_VERSION; }
+
+const char *attnc_last_error(void) { return lastError.c_str(); }
+
+attnc_status attnc_spec_canonical(const char *spec, char *out, size_t outSize) {
+  return guarded([&] {
+    if (!spec)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "spec is a null pointer");
+    SpecResult parsed = parseSpec(spec);
+    if (!parsed)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
+    return copyOut(parsed.spec->str(), out, outSize, "the canonical spec");
+  });
+}
+
+attnc_status attnc_runtime_create(const char *cacheDir, attnc_runtime **out) {
+  return guarded([&] {
+    if (!out)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "out is a null pointer");
+    *out = nullptr;
+    std::string error;
+    std::unique_ptr<Runtime> rt = Runtime::create(error, cacheDir ? cacheDir : "");
+    if (!rt)
+      return fail(ATTNC_ERROR_NO_GPU, error);
+    *out = new attnc_runtime{std::move(rt)};
+    return ok();
+  });
+}
+
+void attnc_runtime_destroy(attnc_runtime *runtime) { delete runtime; }
+
+attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t outSize) {
+  if (!runtime)
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "runtime is a null pointer");
+  return copyOut(runtime->runtime->arch(), out, outSize, "the architecture");
+}
+
+attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_kernel **out) {
+  return guarded([&] {
+    if (!runtime || !spec || !out)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string(!runtime ? "runtime" : !spec ? "spec" : "out") + " is a null pointer");
+    *out = nullptr;
+    std::string text = spec;
+    if (text.find("target") == std::string::npos)
+      text += ",target=" + runtime->runtime->arch();
+    SpecResult parsed = parseSpec(text);
+    if (!parsed)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
+    KernelLookup found = runtime->runtime->kernel(*parsed.spec);
+    if (!found)
+      return fail(ATTNC_ERROR_COMPILE, found.error);
+    *out = new attnc_kernel{found.kernel};
+    return ok();
+  });
+}
+
+void attnc_kernel_release(attnc_kernel *kernel) { delete kernel; }
+
+attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t outSize) {
+  if (!kernel)
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
+  return copyOut(kernel->kernel->spec().str(), out, outSize, "the kernel's spec");
+}
+
+attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel, const attnc_args *args,
+                                          uint64_t *bytes) {
+  return guarded([&] {
+    AttentionArgs a;
+    std::string error;
+    if (!kernel || !bytes)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string(!kernel ? "kernel" : "bytes") + " is a null pointer");
+    if (!readArgs(args, a, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    *bytes = kernel->kernel->workspaceBytes(a);
+    return ok();
+  });
+}
+
+attnc_status attnc_launch(const attnc_kernel *kernel, const attnc_args *args, void *stream) {
+  return guarded([&] {
+    AttentionArgs a;
+    std::string error;
+    if (!kernel)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
+    if (!readArgs(args, a, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    if (!kernel->kernel->launch(a, static_cast<CUstream>(stream), error))
+      // Argument checks come first and launch nothing; a driver failure
+      // reads "... failed: <driver message>".
+      return fail(error.find(" failed: ") != std::string::npos ? ATTNC_ERROR_LAUNCH
+                                                            : ATTNC_ERROR_INVALID_ARGUMENT,
+                  error);
+    return ok();
+  });
+}
+
+attnc_status attnc_check_arguments(const attnc_kernel *kernel, const attnc_args *args,
+                                   void *stream) {
+  return guarded([&] {
+    AttentionArgs a;
+    std::string error;
+    if (!kernel)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
+    if (!readArgs(args, a, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    error = kernel->kernel->checkDeviceArguments(a, static_cast<CUstream>(stream));
+    if (!error.empty())
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    return ok();
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,479 @@
+"""attnc from Python: FlashAttention-family kernels generated for a spec.
+
+A thin layer over the C API (libattnc.so, compiler/include/attnc/attnc.h)
+through ctypes, so it works on any Python 3 without building an extension.
+Tensors are torch tensors on a CUDA device, or for the arguments it does not
+allocate, anything with ``__cuda_array_interface__`` (f16 and int32 only:
+that interface has no bfloat16).
+
+    import attnc
+    out = attnc.attention(q, k, v, causal=True)            # packed layouts
+    out = attnc.scaled_dot_product_attention(q4, k4, v4,   # [B, H, N, d]
+                                             is_causal=True, enable_gqa=True)
+
+Layouts (what the kernels read; see templates/attn/params.cuh):
+  q, out          [total_q, num_q_heads, head_dim]
+  k, v            [total_kv, num_kv_heads, head_dim] with cu_seqlens_k, or
+                  [num_pages, page_size, num_kv_heads, head_dim] with
+                  block_table [batch, pages_per_seq] and seq_lens_k [batch]
+  cu_seqlens_*    int32 [batch + 1] offsets; seq_lens_k int32 [batch]
+  lse             float32 [total_q, num_q_heads] (return_lse=True)
+
+The library is found through $ATTNC_LIBRARY, next to this package, in the
+source tree's build/lib, build-static/lib or build-static/pack (where
+tests/gpu/pack.sh puts it), or on the loader's path.
+"""
+
+import ctypes
+import ctypes.util
+import math
+import os
+import threading
+
+__all__ = ["AttncError", "Runtime", "Kernel", "Plan", "attention", "plan",
+           "scaled_dot_product_attention",
+           "canonical_spec", "version", "library_path"]
+
+
+class AttncError(RuntimeError):
+    """A bad argument, no GPU, a failed compile or launch; the message names it."""
+
+
+ATTNC_OK = 0
+_STATUS = {1: "invalid argument", 2: "no GPU", 3: "compile failed", 4: "launch failed",
+           5: "buffer too small"}
+
+
+class _Args(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32)] + [
+        (n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "lse", "cu_seqlens_q", "cu_seqlens_k",
+                                       "seq_lens_k", "block_table", "workspace", "workspace_bytes")
+    ] + [(n, ctypes.c_int32) for n in ("batch", "num_q_heads", "num_kv_heads", "num_splits")] + [
+        (n, ctypes.c_int64) for n in ("total_q", "total_kv", "num_pages", "block_table_stride",
+                                      "max_q_len", "max_kv_len")
+    ] + [("scale", ctypes.c_double)]
+
+
+_lib = None
+_lib_path = None
+_lock = threading.Lock()
+
+
+def _candidates():
+    env = os.environ.get("ATTNC_LIBRARY")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libattnc.so")
+    root = os.path.abspath(os.path.join(here, "..", "..", ".."))
+    for where in ("build/lib", "build-static/lib", "build-static/pack"):
+        yield os.path.join(root, where, "libattnc.so")
+    found = ctypes.util.find_library("attnc")
+    if found:
+        yield found
+
+
+def _library():
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in _candidates():
+            if os.path.sep in path and not os.path.exists(path):
+                tried.append(path)
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append(f"{path} ({e})")
+                continue
+            _declare(lib)
+            _lib, _lib_path = lib, path
+            return lib
+        raise AttncError("cannot find libattnc.so (set ATTNC_LIBRARY); tried: " + "; ".join(tried))
+
+
+def _declare(lib):
+    c_char_p, c_void_p, c_size_t = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t
+    sig = {
+        "attnc_version": (c_char_p, []),
+        "attnc_abi_version": (ctypes.c_int, []),
+        "attnc_last_error": (c_char_p, []),
+        "attnc_spec_canonical": (ctypes.c_int, [c_char_p, c_char_p, c_size_t]),
+        "attnc_runtime_create": (ctypes.c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
+        "attnc_runtime_destroy": (None, [c_void_p]),
+        "attnc_runtime_arch": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
+        "attnc_kernel_get": (ctypes.c_int, [c_void_p, c_char_p, ctypes.POINTER(c_void_p)]),
+        "attnc_kernel_release": (None, [c_void_p]),
+        "attnc_kernel_spec": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
+        "attnc_kernel_workspace_bytes": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args),
+                                                        ctypes.POINTER(ctypes.c_uint64)]),
+        "attnc_launch": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args), c_void_p]),
+        "attnc_check_arguments": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args), c_void_p]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+
+
+def _check(status, what):
+    if status != ATTNC_OK:
+        message = _library().attnc_last_error().decode()
+        raise AttncError(f"{what}: {message}" if message else f"{what}: {_STATUS.get(status, status)}")
+
+
+def _string(fn, *args):
+    buf = ctypes.create_string_buffer(4096)
+    _check(fn(*args, buf, len(buf)), fn.__name__)
+    return buf.value.decode()
+
+
+def version():
+    """'attnc X.Y.Z' of the loaded library."""
+    return _library().attnc_version().decode()
+
+
+def library_path():
+    _library()
+    return _lib_path
+
+
+def canonical_spec(spec):
+    """The canonical form of a spec ('field=value,...'); AttncError names a bad field."""
+    lib = _library()
+    return _string(lib.attnc_spec_canonical, spec.encode())
+
+
+class Kernel:
+    """A spec's compiled kernel, loaded in the runtime's CUDA context."""
+
+    def __init__(self, runtime, handle):
+        self._runtime, self._handle = runtime, handle
+        self.spec = _string(_library().attnc_kernel_spec, handle)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and _lib is not None:
+            _lib.attnc_kernel_release(self._handle)
+            self._handle = None
+
+    def _is(self, field, value):
+        return f"{field}={value}" in self.spec.split(",")
+
+    def workspace_bytes(self, args):
+        n = ctypes.c_uint64()
+        _check(_library().attnc_kernel_workspace_bytes(self._handle, ctypes.byref(args),
+                                                         ctypes.byref(n)), "workspace size")
+        return n.value
+
+    def launch(self, args, stream=0):
+        _check(_library().attnc_launch(self._handle, ctypes.byref(args), ctypes.c_void_p(stream)),
+               "launch")
+
+    def check_arguments(self, args, stream=0):
+        """The opt-in checking mode: synchronises the stream, reads the offsets,
+        lengths and block table back and checks them."""
+        _check(_library().attnc_check_arguments(self._handle, ctypes.byref(args),
+                                                ctypes.c_void_p(stream)), "checking the arguments")
+
+
+class Runtime:
+    """The JIT runtime bound to the current CUDA context (device 0's primary
+    context when none is current): spec -> kernel, cached in memory and on disk."""
+
+    def __init__(self, cache_dir=None):
+        lib = _library()
+        handle = ctypes.c_void_p()
+        _check(lib.attnc_runtime_create(cache_dir.encode() if cache_dir else None,
+                                        ctypes.byref(handle)), "attnc runtime")
+        self._handle = handle
+        self._kernels = {}
+        self.arch = _string(lib.attnc_runtime_arch, handle)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and _lib is not None:
+            self._kernels.clear()
+            _lib.attnc_runtime_destroy(self._handle)
+            self._handle = None
+
+    def kernel(self, spec):
+        """The kernel of a spec (target defaults to this GPU's)."""
+        if spec not in self._kernels:
+            handle = ctypes.c_void_p()
+            _check(_library().attnc_kernel_get(self._handle, spec.encode(), ctypes.byref(handle)),
+                   "kernel for " + spec)
+            self._kernels[spec] = Kernel(self, handle)
+        return self._kernels[spec]
+
+
+# --- tensors ---------------------------------------------------------------
+
+_TYPESTR = {"<f2": "f16", "<i4": "i32", "<f4": "f32"}
+
+
+def _torch():
+    try:
+        import torch  # noqa: F401
+        return torch
+    except ImportError:
+        return None
+
+
+class _View:
+    """What the launch needs of a tensor: pointer, shape, element type, device."""
+
+    def __init__(self, t, name):
+        torch = _torch()
+        if torch is not None and isinstance(t, torch.Tensor):
+            if not t.is_cuda:
+                raise AttncError(f"{name} is on {t.device}, not on a CUDA device")
+            if not t.is_contiguous():
+                raise AttncError(f"{name} is not contiguous (shape {tuple(t.shape)}, strides "
+                                 f"{t.stride()}): pass {name}.contiguous()")
+            names = {torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
+                     torch.float32: "f32", torch.uint8: "u8"}
+            if t.dtype not in names:
+                raise AttncError(f"{name} has dtype {t.dtype}; attnc takes float16 or bfloat16 "
+                                 "tensors (int32 for offsets and tables, float32 for lse)")
+            self.ptr, self.shape, self.dtype = t.data_ptr(), tuple(t.shape), names[t.dtype]
+            self.device = t.device.index
+            return
+        iface = getattr(t, "__cuda_array_interface__", None)
+        if iface is None:
+            raise AttncError(f"{name} is not a CUDA array (a torch CUDA tensor or an object with "
+                             "__cuda_array_interface__); host memory cannot be read by the kernel")
+        shape, typestr = tuple(iface["shape"]), iface["typestr"]
+        if typestr not in _TYPESTR:
+            raise AttncError(f"{name} has typestr {typestr!r}; attnc takes '<f2' (float16), "
+                             "'<i4' (int32) or '<f4' (float32) through __cuda_array_interface__")
+        strides = iface.get("strides")
+        if strides is not None:
+            expect, step = [], int(typestr[2:])
+            for n in reversed(shape):
+                expect.insert(0, step)
+                step *= n
+            if tuple(strides) != tuple(expect):
+                raise AttncError(f"{name} is not contiguous (strides {tuple(strides)}, "
+                                 f"contiguous would be {tuple(expect)})")
+        self.ptr, self.shape, self.dtype = iface["data"][0], shape, _TYPESTR[typestr]
+        self.device = None
+
+
+def _need(view, name, dims=None, dtype=None):
+    if dims is not None and len(view.shape) not in (dims if isinstance(dims, tuple) else (dims,)):
+        raise AttncError(f"{name} has shape {view.shape}: expected {dims} dimensions")
+    if dtype is not None and view.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
+        raise AttncError(f"{name} has dtype {view.dtype}, expected {dtype}")
+
+
+_runtimes = {}
+
+
+def _runtime_for(device):
+    key = device if device is not None else -1
+    if key not in _runtimes:
+        torch = _torch()
+        if torch is not None and device is not None:
+            with torch.cuda.device(device):
+                torch.cuda.current_stream()  # makes the device's primary context current
+                _runtimes[key] = Runtime()
+        else:
+            _runtimes[key] = Runtime()
+    return _runtimes[key]
+
+
+class Plan:
+    """One attention call with everything resolved (kernel, arguments, output,
+    workspace): run() only enqueues the kernel, for loops where Python's own
+    time per call matters (timing, decode steps with fixed buffers)."""
+
+    def __init__(self, kernel, args, out, lse, keep, stream):
+        self.kernel, self.args, self.out, self.lse = kernel, args, out, lse
+        self._keep, self.stream = keep, stream
+
+    def run(self):
+        self.kernel.launch(self.args, self.stream)
+        return (self.out, self.lse) if self.lse is not None else self.out
+
+
+def attention(q, k, v, **kw):
+    """Attention over packed (varlen) layouts; returns out, or (out, lse).
+    Keyword arguments as for plan()."""
+    return plan(q, k, v, **kw).run()
+
+
+def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
+         cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, block_table=None,
+         seq_lens_k=None, return_lse=False, out=None, lse=None, workspace=None, decode=None,
+         split_kv=None, tile_q=None, tile_kv=None, stream=None, check_arguments=False):
+    """Resolves one attention call into a Plan (see attention()).
+
+    causal / window: masks aligned at the bottom right (query i of a sequence
+    with q_len queries and kv_len keys sits at key position i + kv_len - q_len);
+    window=W keeps the last W keys up to that position. Without cu_seqlens_q
+    the whole of q is one sequence (and likewise k). A paged cache (k, v with
+    4 dimensions) needs block_table, seq_lens_k and max_seqlen_k. decode=None
+    takes the decode kernels (the GQA group's heads in one block, split-KV)
+    for a paged cache whose sequences have at most 16 query tokens, else the
+    prefill kernels. check_arguments=True runs the checking mode (reads the
+    offsets and the block table back) before launching.
+    """
+    torch = _torch()
+    qv, kv_, vv = _View(q, "q"), _View(k, "k"), _View(v, "v")
+    _need(qv, "q", 3, ("f16", "bf16"))
+    paged = len(kv_.shape) == 4
+    _need(kv_, "k", (3, 4), qv.dtype)
+    _need(vv, "v", len(kv_.shape), qv.dtype)
+    if vv.shape != kv_.shape:
+        raise AttncError(f"v has shape {vv.shape} but k has {kv_.shape}")
+    total_q, hq, d = qv.shape
+    hkv, dk = kv_.shape[-2], kv_.shape[-1]
+    if dk != d:
+        raise AttncError(f"k has head_dim {dk} but q has {d}")
+    if hkv < 1 or hq % hkv != 0:
+        raise AttncError(f"q has {hq} heads, not a multiple of k's {hkv} heads (GQA)")
+    devices = {x.device for x in (qv, kv_, vv) if x.device is not None}
+    if len(devices) > 1:
+        raise AttncError(f"q, k and v are on different devices: {sorted(devices)}")
+    device = devices.pop() if devices else None
+
+    a = _Args()
+    a.size = ctypes.sizeof(_Args)
+    a.q, a.k, a.v = qv.ptr, kv_.ptr, vv.ptr
+    a.num_q_heads, a.num_kv_heads, a.total_q = hq, hkv, total_q
+    keep = []  # tensors allocated here, alive until the launch is enqueued
+
+    def index_array(t, name, n=None):
+        view = _View(t, name)
+        _need(view, name, 1 if name != "block_table" else 2, "i32")
+        if n is not None and view.shape[0] != n:
+            raise AttncError(f"{name} has {view.shape[0]} entries, expected {n}")
+        return view
+
+    def device_ints(values):
+        if torch is None:
+            raise AttncError("cu_seqlens must be given as CUDA int32 arrays without torch")
+        t = torch.tensor(values, dtype=torch.int32, device=q.device)
+        keep.append(t)
+        return t
+
+    if cu_seqlens_q is None:
+        cu_seqlens_q = device_ints([0, total_q])
+        max_seqlen_q = total_q if max_seqlen_q is None else max_seqlen_q
+    cq = index_array(cu_seqlens_q, "cu_seqlens_q")
+    a.cu_seqlens_q, a.batch = cq.ptr, cq.shape[0] - 1
+    if max_seqlen_q is None:
+        raise AttncError("max_seqlen_q is needed with cu_seqlens_q (the longest sequence's length)")
+    a.max_q_len = max_seqlen_q
+    if paged:
+        if block_table is None or seq_lens_k is None:
+            raise AttncError("a paged k/v (4 dimensions) needs block_table and seq_lens_k")
+        bt = index_array(block_table, "block_table")
+        sl = index_array(seq_lens_k, "seq_lens_k", a.batch)
+        if bt.shape[0] != a.batch:
+            raise AttncError(f"block_table has {bt.shape[0]} rows, expected batch = {a.batch}")
+        a.block_table, a.seq_lens_k = bt.ptr, sl.ptr
+        a.block_table_stride, a.num_pages = bt.shape[1], kv_.shape[0]
+        page_size = kv_.shape[1]
+        if max_seqlen_k is None:
+            raise AttncError("max_seqlen_k is needed with a paged cache")
+    else:
+        if cu_seqlens_k is None:
+            if a.batch != 1:
+                raise AttncError("cu_seqlens_k is needed when cu_seqlens_q has several sequences")
+            cu_seqlens_k = device_ints([0, kv_.shape[0]])
+            max_seqlen_k = kv_.shape[0] if max_seqlen_k is None else max_seqlen_k
+        ck = index_array(cu_seqlens_k, "cu_seqlens_k", a.batch + 1)
+        a.cu_seqlens_k, a.total_kv = ck.ptr, kv_.shape[0]
+        if max_seqlen_k is None:
+            raise AttncError("max_seqlen_k is needed with cu_seqlens_k")
+        page_size = 0
+    a.max_kv_len = max_seqlen_k
+    a.scale = 0.0 if scale is None else float(scale)
+    if scale is not None and not (math.isfinite(a.scale) and a.scale >= 0):
+        raise AttncError(f"scale = {scale} must be finite and >= 0")
+
+    if decode is None:
+        decode = paged and a.max_q_len <= 16 and a.max_q_len * (hq // hkv) <= 128
+    mask = "causal" if causal else "none"
+    if window is not None:
+        mask = f"sliding_window({int(window)})"
+    fields = [f"mode={'decode' if decode else 'prefill'}", f"head_dim={d}", f"dtype={qv.dtype}",
+              f"mask={mask}", f"page_size={page_size}", f"gqa={hq // hkv}",
+              f"return_lse={'true' if return_lse else 'false'}"]
+    if decode:
+        fields.append(f"tile_q={max(1, min(16, a.max_q_len))}")
+        if split_kv is not None:
+            fields.append(f"split_kv={split_kv}")
+    if tile_q is not None and not decode:
+        fields.append(f"tile_q={tile_q}")
+    if tile_kv is not None:
+        fields.append(f"tile_kv={tile_kv}")
+    rt = _runtime_for(device)
+    kernel = rt.kernel(",".join(fields))
+
+    def alloc(shape, dtype_name, name):
+        if torch is None:
+            raise AttncError(f"{name} must be given (allocating it needs torch)")
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+              "u8": torch.uint8}[dtype_name]
+        t = torch.empty(shape, dtype=dt, device=q.device)
+        keep.append(t)
+        return t
+
+    if out is None:
+        out = alloc((total_q, hq, d), qv.dtype, "out")
+    ov = _View(out, "out")
+    _need(ov, "out", 3, qv.dtype)
+    if ov.shape != qv.shape:
+        raise AttncError(f"out has shape {ov.shape}, q has {qv.shape}")
+    a.o = ov.ptr
+    if return_lse:
+        if lse is None:
+            lse = alloc((total_q, hq), "f32", "lse")
+        lv = _View(lse, "lse")
+        _need(lv, "lse", 2, "f32")
+        if lv.shape != (total_q, hq):
+            raise AttncError(f"lse has shape {lv.shape}, expected {(total_q, hq)}")
+        a.lse = lv.ptr
+    need = kernel.workspace_bytes(a)
+    if need:
+        if workspace is None:
+            workspace = alloc((need,), "u8", "workspace")
+        wv = _View(workspace, "workspace")
+        a.workspace, a.workspace_bytes = wv.ptr, need
+    if stream is None:
+        stream = torch.cuda.current_stream(q.device).cuda_stream if torch is not None else 0
+    if check_arguments:
+        kernel.check_arguments(a, stream)
+    return Plan(kernel, a, out, lse if return_lse else None, keep, stream)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention on [B, H, N, d] torch
+    tensors (f16/bf16, no attn_mask, no dropout), computed by attnc."""
+    torch = _torch()
+    if torch is None:
+        raise AttncError("scaled_dot_product_attention takes torch tensors: torch is not installed")
+    if attn_mask is not None:
+        raise AttncError("attn_mask is not supported: attnc's masks are causal and sliding windows")
+    if dropout_p:
+        raise AttncError("dropout_p must be 0: attnc kernels are for inference")
+    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+        raise AttncError("query, key and value must be [batch, heads, seq, head_dim]")
+    b, hq, nq, d = query.shape
+    hkv, nk = key.shape[1], key.shape[2]
+    if hkv != hq and not enable_gqa:
+        raise AttncError(f"query has {hq} heads and key {hkv}: pass enable_gqa=True for GQA")
+    if is_causal and nq != nk:
+        raise AttncError("is_causal with different query and key lengths: torch aligns the mask "
+                         "at the top left, attnc at the bottom right; use attnc.attention")
+    q = query.transpose(1, 2).reshape(b * nq, hq, d).contiguous()
+    k = key.transpose(1, 2).reshape(b * nk, hkv, d).contiguous()
+    v = value.transpose(1, 2).reshape(b * nk, hkv, d).contiguous()
+    cq = torch.arange(0, (b + 1) * nq, nq, dtype=torch.int32, device=query.device)
+    ck = torch.arange(0, (b + 1) * nk, nk, dtype=torch.int32, device=query.device)
+    out = attention(q, k, v, causal=is_causal, scale=scale, cu_seqlens_q=cq, cu_seqlens_k=ck,
+                    max_seqlen_q=nq, max_seqlen_k=nk)
+    return out.reshape(b, nq, hq, d).transpose(1, 2)

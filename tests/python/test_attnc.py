@@ -1,0 +1,99 @@
+"""The Python module over the C API, without torch or a GPU: library loading,
+specs, and the refusals that come before any launch (run by ctest with
+ATTNC_LIBRARY pointing at the built libattnc.so)."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "python"))
+import attnc  # noqa: E402
+
+
+class FakeCudaArray:
+    """Just the __cuda_array_interface__ of a device array (never dereferenced)."""
+
+    def __init__(self, shape, typestr="<f2", strides=None, ptr=0x7f0000000000):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "strides": strides,
+                                         "data": (ptr, False), "version": 3}
+
+
+class TestLibrary(unittest.TestCase):
+    def test_version_and_canonical_spec(self):
+        self.assertTrue(attnc.version().startswith("attnc "))
+        self.assertTrue(attnc.library_path().endswith("libattnc.so"))
+        spec = attnc.canonical_spec("gqa=4, mask=causal")
+        self.assertTrue(spec.startswith("mode=prefill,head_dim=128,dtype=bf16,"), spec)
+        self.assertIn("gqa=4", spec)
+
+    def test_bad_spec_names_the_field(self):
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.canonical_spec("head_dim=100")
+        self.assertIn("invalid spec: head_dim = 100", str(e.exception))
+
+
+class TestTensorChecks(unittest.TestCase):
+    def test_host_memory_is_refused(self):
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention([[1.0]], FakeCudaArray((4, 1, 64)), FakeCudaArray((4, 1, 64)))
+        self.assertIn("q is not a CUDA array", str(e.exception))
+
+    def test_wrong_dtype_is_refused(self):
+        q = FakeCudaArray((4, 2, 64), typestr="<f8")
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(q, FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)))
+        self.assertIn("q has typestr '<f8'", str(e.exception))
+
+    def test_non_contiguous_is_refused(self):
+        k = FakeCudaArray((4, 2, 64), strides=(256, 2, 512))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((4, 2, 64)), k, FakeCudaArray((4, 2, 64)))
+        self.assertIn("k is not contiguous", str(e.exception))
+
+    def test_shapes_are_checked(self):
+        cases = [
+            ((4, 64), (4, 2, 64), (4, 2, 64), "q has shape (4, 64)"),
+            ((4, 2, 64), (4, 2, 64), (4, 2, 32), "v has shape (4, 2, 32) but k has (4, 2, 64)"),
+            ((4, 2, 64), (4, 2, 32), (4, 2, 32), "k has head_dim 32 but q has 64"),
+            ((4, 3, 64), (4, 2, 64), (4, 2, 64), "q has 3 heads, not a multiple of k's 2"),
+        ]
+        for q, k, v, want in cases:
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.attention(FakeCudaArray(q), FakeCudaArray(k), FakeCudaArray(v))
+            self.assertIn(want, str(e.exception))
+
+    def test_paged_cache_needs_its_table(self):
+        kv = FakeCudaArray((10, 16, 2, 64))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((2, 8, 64)), kv, kv,
+                            cu_seqlens_q=FakeCudaArray((3,), "<i4"), max_seqlen_q=1)
+        self.assertIn("needs block_table and seq_lens_k", str(e.exception))
+
+    def test_offsets_without_torch_must_be_given(self):
+        try:
+            import torch  # noqa: F401
+            self.skipTest("torch is installed: it would allocate the offsets")
+        except ImportError:
+            pass
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)),
+                            FakeCudaArray((4, 2, 64)))
+        self.assertIn("cu_seqlens must be given as CUDA int32 arrays without torch",
+                      str(e.exception))
+
+
+class TestRuntime(unittest.TestCase):
+    def test_runtime_binds_or_says_why(self):
+        try:
+            rt = attnc.Runtime()
+        except attnc.AttncError as e:
+            self.assertIn("attnc runtime:", str(e))
+            self.assertTrue("CUDA driver" in str(e) or "device" in str(e), str(e))
+            return
+        self.assertTrue(rt.arch.startswith("sm_"))
+        kernel = rt.kernel("mode=decode,page_size=16,gqa=4")
+        self.assertIn("target=" + rt.arch, kernel.spec)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,85 @@
+//===- CApiTest.cpp - libattnc.so's C API, as a C caller sees it ----------===//
+//
+// Linked against the shared library only (the C header, no C++ types): the
+// version, spec checks, null handles, the args size rule and, on a machine
+// without a GPU, the runtime's clear refusal. With a GPU the runtime binds and
+// a kernel compiles and reports its spec and workspace.
+//
+//===----------------------------------------------------------------------===//
+
+#include "attnc/attnc.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+TEST_CASE("the C API reports its version and checks specs", "[capi]") {
+  CHECK(std::string(attnc_version()).rfind("attnc ", 0) == 0);
+  CHECK(attnc_abi_version() == ATTNC_ABI_VERSION);
+  char buf[512];
+  REQUIRE(attnc_spec_canonical("gqa=4 , mask=causal", buf, sizeof buf) == ATTNC_OK);
+  CHECK(std::string(buf).rfind("mode=prefill,head_dim=128,dtype=bf16,", 0) == 0);
+  CHECK(std::string(attnc_last_error()).empty());
+
+  CHECK(attnc_spec_canonical("head_dim=100", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("invalid spec: head_dim = 100", 0) == 0);
+  CHECK(attnc_spec_canonical("gqa=4", buf, 10) == ATTNC_ERROR_BUFFER_TOO_SMALL);
+  CHECK(std::string(attnc_last_error()).find("the buffer has 10") != std::string::npos);
+  CHECK(attnc_spec_canonical(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "spec is a null pointer");
+}
+
+TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {
+  attnc_kernel *kernel = nullptr;
+  CHECK(attnc_kernel_get(nullptr, "gqa=4", &kernel) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "runtime is a null pointer");
+  CHECK(attnc_launch(nullptr, nullptr, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "kernel is a null pointer");
+  char buf[64];
+  CHECK(attnc_runtime_arch(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  attnc_runtime_destroy(nullptr); // no-ops
+  attnc_kernel_release(nullptr);
+}
+
+TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
+  attnc_runtime *rt = nullptr;
+  const attnc_status status = attnc_runtime_create(nullptr, &rt);
+  if (status != ATTNC_OK) {
+    // No GPU here: a clear refusal, no handle.
+    CHECK(status == ATTNC_ERROR_NO_GPU);
+    CHECK(rt == nullptr);
+    const std::string why = attnc_last_error();
+    INFO(why);
+    CHECK((why.find("CUDA driver") != std::string::npos ||
+           why.find("device") != std::string::npos));
+    return;
+  }
+  char arch[32];
+  REQUIRE(attnc_runtime_arch(rt, arch, sizeof arch) == ATTNC_OK);
+  attnc_kernel *kernel = nullptr;
+  REQUIRE(attnc_kernel_get(rt, "mode=decode,page_size=16,gqa=4,split_kv=3", &kernel) == ATTNC_OK);
+  char spec[512];
+  REQUIRE(attnc_kernel_spec(kernel, spec, sizeof spec) == ATTNC_OK);
+  CHECK(std::string(spec).find(std::string("target=") + arch) != std::string::npos);
+  attnc_args args;
+  std::memset(&args, 0, sizeof args);
+  args.size = 4; // not an attnc_args
+  uint64_t bytes = 0;
+  CHECK(attnc_kernel_workspace_bytes(kernel, &args, &bytes) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("args->size = 4", 0) == 0);
+  args.size = sizeof args;
+  args.batch = 2;
+  args.num_q_heads = 8;
+  args.num_kv_heads = 2;
+  args.total_q = 2;
+  args.max_q_len = 1;
+  args.max_kv_len = 100;
+  REQUIRE(attnc_kernel_workspace_bytes(kernel, &args, &bytes) == ATTNC_OK);
+  CHECK(bytes > 0); // 3 splits: partial outputs and lse
+  // Missing pointers: refused before anything is launched.
+  CHECK(attnc_launch(kernel, &args, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("null pointer") != std::string::npos);
+  attnc_kernel_release(kernel);
+  attnc_runtime_destroy(rt);
+}
