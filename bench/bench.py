@@ -253,11 +253,15 @@ def main():
         rows += prefill_rows(args.quick)
     if "decode" in args.rows:
         rows += decode_rows(args.quick)
-    try:
-        commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip() or "unknown"
-    except OSError:
-        commit = "unknown"
+    # $ATTNC_COMMIT names the commit when the checkout here is a copy whose
+    # .git does not match its files.
+    commit = os.environ.get("ATTNC_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True).stdout.strip() or "unknown"
+        except OSError:
+            commit = "unknown"
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
             "commit": commit, "torch": torch.__version__}
     os.makedirs(args.out, exist_ok=True)

@@ -7,7 +7,8 @@
 # 2. JIT latency through the kernel cache: cold NVRTC, disk hit, memory hit.
 # 3. attnc run --target gpu on random and ragged inputs.
 # 4. compute-sanitizer memcheck and racecheck on a small case of each family.
-# 5. With --bench: PERF.md's shapes, attnc then PyTorch SDPA in the same run.
+# 5. With --bench: PERF.md's shapes, attnc then PyTorch SDPA in the same run,
+#    then bench/bench.py (attnc through Python against SDPA and FlexAttention).
 # Last, a short summary (tests/gpu/ratios.py --summary), saved with every row as
 # LOG_DIR/results.json.
 set -uo pipefail
@@ -44,6 +45,12 @@ done
 if [ $bench = 1 ]; then
   "$check" --bench 2>&1 | tee "$logs/bench.log" || status=1
   python3 "$root/tests/gpu/sdpa_anchor.py" 2>&1 | tee "$logs/sdpa.log" || status=1
+  # bench/bench.py through the Python module: each output checked against SDPA,
+  # then attnc, SDPA flash, cuDNN and FlexAttention timed (table, json, chart).
+  if [ -f "$pack/libattnc.so" ]; then
+    ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/bench/bench.py" --out "$logs/bench-py" 2>&1 |
+      grep -v Warning | tee "$logs/bench-py.log" || status=1
+  fi
 fi
 echo
 python3 "$root/tests/gpu/ratios.py" --summary "$logs" || status=1
