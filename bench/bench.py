@@ -168,6 +168,46 @@ def decode_rows(quick):
     return rows
 
 
+def memory_rows():
+    """Peak GPU memory beyond the inputs, attnc vs textbook attention (S = QK^T,
+    softmax, PV in torch) vs SDPA flash: B = 1, 16 heads, head_dim 128, bf16."""
+    rows = []
+    h, d = 16, 128
+    for n in (512, 2048, 8192):
+        q, k, v = (torch.randn(n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        q4, k4, v4 = (x.view(1, n, h, d).transpose(1, 2) for x in (q, k, v))
+        torch.cuda.synchronize()
+
+        def textbook():
+            s_ = torch.matmul(q4, k4.transpose(-1, -2)) * (d ** -0.5)
+            return torch.matmul(torch.softmax(s_.float(), dim=-1).to(q4.dtype), v4)
+
+        def flash():
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return F.scaled_dot_product_attention(q4, k4, v4)
+
+        peaks = {}
+        for name, fn in (("attnc", lambda: attnc.attention(q, k, v)), ("textbook", textbook),
+                         ("flash", flash)):
+            fn()  # kernels compiled and loaded, workspaces cached
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            out = fn()
+            torch.cuda.synchronize()
+            peaks[name] = torch.cuda.max_memory_allocated() - base
+            del out
+        ref = textbook()
+        err = rel_err(attnc.attention(q, k, v).view(1, n, h, d).transpose(1, 2), ref)
+        row = {"kind": "memory", "n": n, "heads": h, "hd": d, "peak_bytes": peaks, "rel_err": err}
+        print(f"memory N {n:5d}: " + "  ".join(f"{k_} {v_ / 2**20:9.1f} MiB"
+                                                 for k_, v_ in peaks.items()) +
+              f"   (attnc vs textbook err {err:.1e})", flush=True)
+        rows.append(row)
+        del q, k, v, q4, k4, v4, ref
+    return rows
+
+
 def label(row):
     if row["kind"] == "prefill":
         return f"hd {row['hd']} N {row['n']} {'causal' if row['causal'] else 'full'}"
@@ -199,6 +239,18 @@ def markdown(rows, meta):
             vals = [f"{r['rate'][n]:.1f}" for n in names]
             rat = [f"{r['rate']['attnc'] / r['rate'][n]:.2f}" for n in names[1:]]
             lines.append("| " + " | ".join([label(r)] + vals + rat) + " |")
+        lines.append("")
+    mem = [r for r in rows if r["kind"] == "memory"]
+    if mem:
+        lines.append("Peak GPU memory beyond the inputs (B = 1, 16 heads, head_dim 128, bf16):")
+        lines.append("")
+        lines.append("| N | attnc | textbook (S = QK^T, softmax, PV) | SDPA flash |")
+        lines.append("|---|---|---|---|")
+        for r in mem:
+            p_ = r["peak_bytes"]
+            lines.append(f"| {r['n']} | " + " | ".join(f"{p_[n] / 2**20:.1f} MiB"
+                                                      for n in ("attnc", "textbook", "flash")) +
+                         " |")
         lines.append("")
     return "\n".join(lines)
 
@@ -236,7 +288,8 @@ def chart(rows, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="folder for results.json/.md/.png")
-    ap.add_argument("--rows", default="prefill,decode", help="prefill, decode or both")
+    ap.add_argument("--rows", default="prefill,decode,memory",
+                    help="any of prefill, decode, memory (comma separated)")
     ap.add_argument("--quick", action="store_true", help="a few rows only (a smoke test)")
     ap.add_argument("--no-flex", action="store_true",
                     help="leave FlexAttention out (it compiles once per shape: minutes)")
@@ -253,6 +306,8 @@ def main():
         rows += prefill_rows(args.quick)
     if "decode" in args.rows:
         rows += decode_rows(args.quick)
+    if "memory" in args.rows:
+        rows += memory_rows()
     # $ATTNC_COMMIT names the commit when the checkout here is a copy whose
     # .git does not match its files.
     commit = os.environ.get("ATTNC_COMMIT", "")

@@ -41,6 +41,19 @@ struct ExplainOptions {
 };
 int explain(const ExplainOptions &options);
 
+/// `attnc tune`: tile sizes of a spec timed on the GPU, the best recorded.
+struct TuneOptions {
+  std::string spec;
+  std::string candidates; ///< "tile_q=64,tile_kv=64;tile_kv=128"; "": a default list
+  int64_t seqLen = 0, batch = 0, heads = 0; ///< 0: the defaults of the shape
+  std::string file;                         ///< "": TuningTable::defaultPath()
+  bool dryRun = false;
+};
+int tune(const TuneOptions &options);
+
+/// True when a spec's text sets `field` (as `field=`).
+bool mentions(const std::string &text, const std::string &field);
+
 /// Parses a spec for the CPU: adds target=cpu unless the text names a target
 /// (which must then be cpu) and, with `lse`, return_lse=true unless the text
 /// says return_lse=false (an error then). Prints the error and returns

@@ -34,7 +34,8 @@ int fail(const std::string &message) {
   return 1;
 }
 
-/// True when `text` sets `field` (as `field=`).
+} // namespace
+
 bool mentions(const std::string &text, const std::string &field) {
   size_t at = 0;
   while ((at = text.find(field, at)) != std::string::npos) {
@@ -46,7 +47,6 @@ bool mentions(const std::string &text, const std::string &field) {
   }
   return false;
 }
-} // namespace
 
 std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool lse) {
   std::string full = text;

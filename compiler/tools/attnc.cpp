@@ -13,6 +13,7 @@
 #include "attnc/EmitCuda.h"
 #ifdef ATTNC_HAVE_NVRTC
 #include "attnc/KernelCache.h"
+#include "attnc/Tuning.h"
 #endif
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
@@ -45,12 +46,15 @@ static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list | clear")
                                         cl::sub(cacheCmd), cl::cat(attncCategory));
 static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: textbook "
                                             "attention vs the generated kernel");
+static cl::SubCommand tuneCmd("tune", "Time a spec's candidate tile sizes on the GPU and record "
+                                      "the fastest as the defaults for specs like it");
 
 static cl::opt<std::string>
     specText("spec", cl::desc("The attention spec, field=value pairs separated by commas; "
                               "unset fields take their defaults (see `attnc --help`)"),
              cl::value_desc("spec"), cl::init(""), cl::sub(emitCmd), cl::sub(specCmd),
-             cl::sub(runCmd), cl::sub(traceCmd), cl::sub(explainCmd), cl::cat(attncCategory));
+             cl::sub(runCmd), cl::sub(traceCmd), cl::sub(explainCmd), cl::sub(tuneCmd),
+             cl::cat(attncCategory));
 
 // attnc run
 static cl::opt<std::string> runTarget("target",
@@ -113,6 +117,32 @@ static cl::opt<bool> explainNoMeasure("model-only",
                                       cl::desc("Print the model without running on the CPU"),
                                       cl::init(false), cl::sub(explainCmd), cl::cat(attncCategory));
 
+// attnc tune
+static cl::opt<std::string>
+    tuneCandidates("candidates",
+                   cl::desc("Tile sizes to try, ';' between candidates (e.g. "
+                            "\"tile_q=64,tile_kv=64;tile_kv=128\"); default: tile_q 64 and 128 x "
+                            "tile_kv 32, 64, 128 (decode: tile_kv only)"),
+                   cl::sub(tuneCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> tuneSeqLen("seq-len",
+                                   cl::desc("Keys per sequence of the timed shape (and queries, "
+                                            "for prefill); default 4096"),
+                                   cl::init(0), cl::sub(tuneCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> tuneBatch("batch",
+                                  cl::desc("Sequences (default: 16384 / seq-len for prefill, 64 "
+                                           "for decode)"),
+                                  cl::init(0), cl::sub(tuneCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> tuneHeads("heads",
+                                  cl::desc("Query heads (default: 2048 / head_dim for prefill, "
+                                           "32 for decode)"),
+                                  cl::init(0), cl::sub(tuneCmd), cl::cat(attncCategory));
+static cl::opt<std::string> tuneFile("tuning-file",
+                                     cl::desc("The table to update (default: $ATTNC_TUNING_FILE, "
+                                              "else tuning.txt in the kernel cache directory)"),
+                                     cl::sub(tuneCmd), cl::cat(attncCategory));
+static cl::opt<bool> tuneDryRun("dry-run", cl::desc("Measure and print; write nothing"),
+                                cl::init(false), cl::sub(tuneCmd), cl::cat(attncCategory));
+
 static cl::opt<std::string>
     stage("stage",
           cl::desc("Where to stop: `textbook` (before any pass), a pass name "
@@ -150,14 +180,15 @@ Commands:
   attnc trace     follow one query row through the recurrence, tile by tile
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
   attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else ~/.cache/attnc)
+  attnc tune      time a spec's candidate tile sizes on the GPU; the fastest become its defaults
 Run `attnc <command> --help` for a command's flags.
 
 A spec is a comma-separated list of field=value pairs; unset fields take defaults:
   mode        prefill | decode                                  (prefill)
   head_dim    32..256, a multiple of 16 on GPU targets          (128)
   dtype       f16 | bf16 on sm_80/sm_90a, f32 | f64 on cpu      (bf16; f32 on cpu)
-  tile_q      query rows per tile                               (target default)
-  tile_kv     keys per KV tile                                  (target default)
+  tile_q      query rows per tile                               (target default, or tuned)
+  tile_kv     keys per KV tile                                  (target default, or tuned)
   mask        none | causal | sliding_window(W)                 (none)
   page_size   0 = contiguous KV, else tokens per page (decode needs >= 1)  (0)
   gqa         num_q_heads / num_kv_heads, >= 1                  (1)
@@ -308,6 +339,13 @@ int main(int argc, char **argv) {
     os << "attnc " << ATTNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
   cl::ParseCommandLineOptions(argc, argv, kOverview);
+#ifdef ATTNC_HAVE_NVRTC
+  // Tile sizes `attnc tune` recorded on this machine become the defaults of
+  // the specs they were measured for (tune itself measures the built-ins).
+  if (!tuneCmd)
+    if (std::string e = attn::TuningTable::installDefault(); !e.empty())
+      llvm::errs() << "attnc: warning: the tuning table is ignored: " << e << "\n";
+#endif
   if (emitCmd)
     return runEmit();
   if (specCmd)
@@ -355,7 +393,18 @@ int main(int argc, char **argv) {
   }
   if (cacheCmd)
     return runCache();
-  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain, cache); see "
+  if (tuneCmd) {
+    attn::cli::TuneOptions o;
+    o.spec = specText;
+    o.candidates = tuneCandidates;
+    o.seqLen = tuneSeqLen;
+    o.batch = tuneBatch;
+    o.heads = tuneHeads;
+    o.file = tuneFile;
+    o.dryRun = tuneDryRun;
+    return attn::cli::tune(o);
+  }
+  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain, cache, tune); see "
                   "`attnc --help`\n";
   return 1;
 }

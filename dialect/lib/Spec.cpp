@@ -160,7 +160,30 @@ int64_t sharedMemoryBytes(const Spec &spec) {
          bytesPerElement(spec.dtype);
 }
 
+static TileTuner tileTuner = nullptr;
+
+void setTileTuner(TileTuner tuner) { tileTuner = tuner; }
+
+std::string tuningKey(const Spec &spec) {
+  Spec key = spec;
+  key.tile_q = key.tile_kv = 0;
+  return key.str();
+}
+
 void applyDefaultTiles(Spec &spec) {
+  // A tuning table's choice first (`attnc tune`), when both tiles are left
+  // open and the choice is a valid spec; else the built-in defaults.
+  if (tileTuner && spec.tile_q == 0 && spec.tile_kv == 0) {
+    if (std::optional<TunedTiles> tuned = tileTuner(spec)) {
+      Spec t = spec;
+      t.tile_q = tuned->tile_q;
+      t.tile_kv = tuned->tile_kv;
+      if (!validateSpec(t)) {
+        spec = t;
+        return;
+      }
+    }
+  }
   int64_t q = 64, kv = 64;
   if (spec.mode == Mode::Decode) {
     q = 1; // One query token per sequence; GQA packs the group's heads.

@@ -254,27 +254,10 @@ int jitTimings(Gpu &g, const std::vector<std::string> &specs) {
   return failures;
 }
 
-/// Median milliseconds of `launch` over 10 timed runs after 3 warm-ups.
+/// Median milliseconds of `launch` on the check's stream (harness::medianMs).
 template <typename Launch>
 double medianMs(Gpu &g, Launch launch) {
-  CUevent start, stop;
-  g.cu->cuEventCreate(&start, 0);
-  g.cu->cuEventCreate(&stop, 0);
-  std::vector<float> times;
-  for (int it = 0; it < 13; ++it) {
-    g.cu->cuEventRecord(start, g.stream);
-    launch();
-    g.cu->cuEventRecord(stop, g.stream);
-    g.cu->cuEventSynchronize(stop);
-    float ms = 0;
-    g.cu->cuEventElapsedTime(&ms, start, stop);
-    if (it >= 3)
-      times.push_back(ms);
-  }
-  g.cu->cuEventDestroy(start);
-  g.cu->cuEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return harness::medianMs(g.cu, g.stream, launch);
 }
 
 /// A kernel compiled from a CUDA source given on the command line: one
@@ -338,21 +321,6 @@ double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
 int bench(Gpu &g, const std::vector<std::string> &variants,
           const std::vector<SourceKernel> &sources) {
   std::mt19937_64 rng(1);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  auto randomBits = [&](size_t n) {
-    std::vector<uint16_t> v(n);
-    for (uint16_t &x : v)
-      x = harness::toBits(normal(rng), DType::BF16);
-    return v;
-  };
-  // q, k, v of random values and an output, in a fresh device batch.
-  auto upload = [&](harness::DeviceBatch &d, size_t qElems, size_t kvElems) {
-    d.cu = g.cu;
-    d.args.q = d.upload(randomBits(qElems).data(), qElems * 2);
-    d.args.k = d.upload(randomBits(kvElems).data(), kvElems * 2);
-    d.args.v = d.upload(randomBits(kvElems).data(), kvElems * 2);
-    d.args.o = d.upload(nullptr, qElems * 2);
-  };
   auto load = [&](const std::string &text) -> std::shared_ptr<const Kernel> {
     SpecResult parsed = parseSpec(text + ",target=" + g.rt->arch());
     KernelLookup k = parsed ? g.rt->kernel(*parsed.spec) : KernelLookup{};
@@ -376,17 +344,10 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
           if (!kernel)
             return 1;
           const size_t elems = size_t(16384) * heads * hd;
-          std::vector<int> cuSeq(batch + 1);
-          for (int b = 0; b <= batch; ++b)
-            cuSeq[b] = b * n;
-          harness::DeviceBatch d;
-          upload(d, elems, elems);
+          std::unique_ptr<harness::DeviceBatch> dev =
+              harness::benchBatch(g.cu, kernel->spec(), batch, n, n, heads, rng);
+          harness::DeviceBatch &d = *dev;
           AttentionArgs &a = d.args;
-          a.cu_seqlens_q = a.cu_seqlens_k = d.upload(cuSeq.data(), cuSeq.size() * 4);
-          a.batch = batch;
-          a.num_q_heads = a.num_kv_heads = heads;
-          a.total_q = a.total_kv = 16384;
-          a.max_q_len = a.max_kv_len = n;
           std::string error;
           const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
           if (!error.empty() || !d.error.empty()) {
@@ -443,29 +404,11 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
                          std::to_string(r.hq / r.hkv) + fields);
       if (!kernel)
         return 1;
-      const int pagesPerSeq = r.len / 16, pages = r.batch * pagesPerSeq;
-      std::vector<int> table(pages), cuQ(r.batch + 1), lens(r.batch, r.len);
-      for (int i = 0; i < pages; ++i)
-        table[i] = i;
-      std::shuffle(table.begin(), table.end(), rng);
-      for (int b = 0; b <= r.batch; ++b)
-        cuQ[b] = b;
-      const size_t kvElems = size_t(pages) * 16 * r.hkv * 128,
-                   qElems = size_t(r.batch) * r.hq * 128;
-      harness::DeviceBatch d;
-      upload(d, qElems, kvElems);
+      const size_t kvElems = size_t(r.batch) * r.len * r.hkv * 128;
+      std::unique_ptr<harness::DeviceBatch> dev =
+          harness::benchBatch(g.cu, kernel->spec(), r.batch, 1, r.len, r.hkv, rng);
+      harness::DeviceBatch &d = *dev;
       AttentionArgs &a = d.args;
-      a.cu_seqlens_q = d.upload(cuQ.data(), cuQ.size() * 4);
-      a.seq_lens_k = d.upload(lens.data(), lens.size() * 4);
-      a.block_table = d.upload(table.data(), table.size() * 4);
-      a.batch = r.batch;
-      a.num_q_heads = r.hq;
-      a.num_kv_heads = r.hkv;
-      a.total_q = r.batch;
-      a.max_q_len = 1;
-      a.max_kv_len = r.len;
-      a.num_pages = pages;
-      a.block_table_stride = pagesPerSeq;
       a.workspace_bytes = kernel->workspaceBytes(a);
       if (a.workspace_bytes)
         a.workspace = d.upload(nullptr, a.workspace_bytes);

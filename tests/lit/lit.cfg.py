@@ -15,6 +15,8 @@ tools = getattr(config, "attn_tools_dir", None) or lit_config.params["attn_tools
 llvm = getattr(config, "llvm_tools_dir", None) or lit_config.params.get(
     "llvm_tools_dir", "/usr/lib/llvm-22/bin")
 config.environment["PATH"] = os.pathsep.join([tools, llvm, config.environment.get("PATH", "")])
+# No tuning table of this machine's (a test that wants one names it).
+config.environment["ATTNC_TUNING_FILE"] = os.path.join(config.test_exec_root, "no-tuning.txt")
 
 # A Python with numpy (Debian's python3-numpy) for the .npy round trips.
 import shutil

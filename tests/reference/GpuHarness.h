@@ -14,7 +14,10 @@
 #include "Harness.h"
 #include "attnc/Kernel.h"
 
+#include <algorithm>
 #include <cstring>
+#include <random>
+#include <vector>
 
 namespace attn::harness {
 
@@ -235,6 +238,89 @@ inline std::vector<SequenceOutputs> downloadOutputs(const DeviceBatch &d, const 
       }
   }
   return outs;
+}
+
+/// Random inputs of a benchmark shape on the device, in the spec's dtype:
+/// `batch` sequences of q_len queries against kv_len keys, contiguous or,
+/// for a paged spec, through a block table over shuffled pages; the output
+/// (and lse) allocated. The workspace is the caller's (it depends on the
+/// kernel's split count).
+inline std::unique_ptr<DeviceBatch> benchBatch(const CudaDriver *cu, const Spec &spec, int batch,
+                                               int64_t qLen, int64_t kvLen, int numKVHeads,
+                                               std::mt19937_64 &rng) {
+  auto d = std::make_unique<DeviceBatch>();
+  d->cu = cu;
+  AttentionArgs &a = d->args;
+  const int hq = numKVHeads * static_cast<int>(spec.gqa);
+  a.batch = batch;
+  a.num_q_heads = hq;
+  a.num_kv_heads = numKVHeads;
+  a.total_q = batch * qLen;
+  a.max_q_len = qLen;
+  a.max_kv_len = kvLen;
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto random = [&](size_t n) {
+    std::vector<uint16_t> v(n);
+    for (uint16_t &x : v)
+      x = toBits(normal(rng), spec.dtype);
+    return v;
+  };
+  const size_t dh = size_t(spec.head_dim);
+  int64_t kvRows = batch * kvLen;
+  for (int b = 0; b <= batch; ++b)
+    d->cuQ.push_back(static_cast<int32_t>(b * qLen));
+  if (spec.isPaged()) {
+    const int64_t perSeq = (kvLen + spec.page_size - 1) / spec.page_size;
+    std::vector<int32_t> table(static_cast<size_t>(batch * perSeq));
+    std::vector<int32_t> lens(static_cast<size_t>(batch), static_cast<int32_t>(kvLen));
+    for (size_t i = 0; i < table.size(); ++i)
+      table[i] = static_cast<int32_t>(i);
+    std::shuffle(table.begin(), table.end(), rng);
+    a.num_pages = batch * perSeq;
+    a.block_table_stride = perSeq;
+    a.block_table = d->upload(table.data(), table.size() * 4);
+    a.seq_lens_k = d->upload(lens.data(), lens.size() * 4);
+    kvRows = a.num_pages * spec.page_size;
+  } else {
+    std::vector<int32_t> cuK;
+    for (int b = 0; b <= batch; ++b)
+      cuK.push_back(static_cast<int32_t>(b * kvLen));
+    a.total_kv = kvRows;
+    a.cu_seqlens_k = d->upload(cuK.data(), cuK.size() * 4);
+  }
+  const size_t qElems = size_t(a.total_q) * hq * dh, kvElems = size_t(kvRows) * numKVHeads * dh;
+  a.q = d->upload(random(qElems).data(), qElems * 2);
+  a.k = d->upload(random(kvElems).data(), kvElems * 2);
+  a.v = d->upload(random(kvElems).data(), kvElems * 2);
+  a.o = d->upload(nullptr, qElems * 2);
+  if (spec.return_lse)
+    a.lse = d->upload(nullptr, size_t(a.total_q) * hq * 4);
+  a.cu_seqlens_q = d->upload(d->cuQ.data(), d->cuQ.size() * 4);
+  return d;
+}
+
+/// Median milliseconds of `launch` (CUDA events on `stream`) over 10 timed
+/// runs after 3 warm-ups.
+template <typename Launch>
+double medianMs(const CudaDriver *cu, CUstream stream, Launch launch) {
+  CUevent start, stop;
+  cu->cuEventCreate(&start, 0);
+  cu->cuEventCreate(&stop, 0);
+  std::vector<float> times;
+  for (int it = 0; it < 13; ++it) {
+    cu->cuEventRecord(start, stream);
+    launch();
+    cu->cuEventRecord(stop, stream);
+    cu->cuEventSynchronize(stop);
+    float ms = 0;
+    cu->cuEventElapsedTime(&ms, start, stop);
+    if (it >= 3)
+      times.push_back(ms);
+  }
+  cu->cuEventDestroy(start);
+  cu->cuEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 } // namespace attn::harness

@@ -9,6 +9,7 @@
 #include "attnc/attnc.h"
 
 #include "attnc/Runtime.h"
+#include "attnc/Tuning.h"
 
 #include <cstring>
 #include <memory>
@@ -128,6 +129,9 @@ attnc_status attnc_runtime_create(const char *cacheDir, attnc_runtime **out) {
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, "out is a null pointer");
     *out = nullptr;
     std::string error;
+    // Tile sizes `attnc tune` recorded become the defaults of their specs; a
+    // table that cannot be read leaves the built-in defaults.
+    TuningTable::installDefault();
     std::unique_ptr<Runtime> rt = Runtime::create(error, cacheDir ? cacheDir : "");
     if (!rt)
       return fail(ATTNC_ERROR_NO_GPU, error);

@@ -97,8 +97,22 @@ SpecResult parseSpec(const std::string &text);
 /// Checks every rule of a fully filled spec; returns the first violation.
 std::optional<SpecError> validateSpec(const Spec &spec);
 
-/// Fills tile_q/tile_kv left at 0 with the target's defaults.
+/// Fills tile_q/tile_kv left at 0 with the target's defaults: a tuning
+/// table's choice when one is installed (setTileTuner) and both are open,
+/// else the built-in ones.
 void applyDefaultTiles(Spec &spec);
+
+/// Tile sizes `attnc tune` measured best for a kind of spec.
+struct TunedTiles {
+  int64_t tile_q = 0, tile_kv = 0;
+};
+/// Looks a spec up in a tuning table (by tuningKey); nullopt: not tuned.
+using TileTuner = std::optional<TunedTiles> (*)(const Spec &);
+/// Installs the process-wide tuner applyDefaultTiles consults (nullptr:
+/// none, the built-in defaults only). Not thread-safe: install it at start.
+void setTileTuner(TileTuner tuner);
+/// The canonical form with tile_q = tile_kv = 0: what a tuning table is keyed by.
+std::string tuningKey(const Spec &spec);
 
 /// Shared memory a GPU kernel of this spec needs: the Q tile (all rows of a
 /// GQA group in decode) plus two pipeline stages of K and V tiles.

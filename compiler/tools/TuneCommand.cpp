@@ -1,0 +1,199 @@
+//===- TuneCommand.cpp - attnc tune: tile sizes chosen by measurement -----===//
+//
+// Times candidate tile sizes of a spec on the GPU on one benchmark shape,
+// after checking each candidate's output against the built-in default's on
+// the same inputs, and records the fastest in the tuning table
+// (runtime/include/attnc/Tuning.h), from which a spec that leaves its tiles
+// open then takes them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Commands.h"
+
+#ifdef ATTNC_HAVE_NVRTC
+#include "attnc/Runtime.h"
+#include "attnc/Tuning.h"
+#include "reference/GpuHarness.h"
+#endif
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <ctime>
+#include <sstream>
+#include <vector>
+
+namespace attn::cli {
+
+namespace {
+int fail(const std::string &message) {
+  llvm::errs() << "attnc tune: " << message << "\n";
+  return 1;
+}
+} // namespace
+
+#ifdef ATTNC_HAVE_NVRTC
+namespace {
+struct Candidate {
+  std::string fields; ///< "tile_q=..,tile_kv=.."
+  Spec spec;
+  std::string status; ///< "" while usable
+  double ms = 0;
+  int registers = -1;
+};
+
+/// ||out - ref|| / ||ref|| over two downloads of the same length.
+double relative(const std::vector<uint16_t> &out, const std::vector<uint16_t> &ref, DType t) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double a = harness::fromBits(out[i], t), b = harness::fromBits(ref[i], t);
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  return std::isfinite(num) && den > 0 ? std::sqrt(num / den) : INFINITY;
+}
+} // namespace
+
+int tune(const TuneOptions &o) {
+  // The built-in defaults are the baseline: parse without the table.
+  TuningTable::install(nullptr);
+  if (mentions(o.spec, "tile_q") || mentions(o.spec, "tile_kv"))
+    return fail("tune chooses tile_q and tile_kv: leave them out of --spec");
+  std::string error;
+  std::unique_ptr<Runtime> rt = Runtime::create(error);
+  if (!rt)
+    return fail(error);
+  std::string text = o.spec;
+  if (!mentions(text, "target"))
+    text += (text.empty() ? "" : ",") + std::string("target=") + rt->arch();
+  SpecResult parsed = parseSpec(text);
+  if (!parsed)
+    return fail(parsed.error->message());
+  const Spec base = *parsed.spec;
+  if (!base.isGPU())
+    return fail("the spec says target = cpu; tune measures GPU kernels");
+  const bool decode = base.mode == Mode::Decode;
+
+  // Candidates: the built-in default first (the reference), then the list.
+  std::vector<std::string> lists;
+  if (!o.candidates.empty()) {
+    std::istringstream in(o.candidates);
+    for (std::string c; std::getline(in, c, ';');)
+      if (!c.empty())
+        lists.push_back(c);
+  } else if (decode) {
+    for (int kv : {32, 64, 128})
+      lists.push_back("tile_kv=" + std::to_string(kv));
+  } else {
+    for (int q : {64, 128})
+      for (int kv : {32, 64, 128})
+        lists.push_back("tile_q=" + std::to_string(q) + ",tile_kv=" + std::to_string(kv));
+  }
+  std::vector<Candidate> cands;
+  cands.push_back({"tile_q=" + std::to_string(base.tile_q) + ",tile_kv=" +
+                       std::to_string(base.tile_kv) + " (built-in)",
+                   base});
+  for (const std::string &fields : lists) {
+    SpecResult c = parseSpec(text + "," + fields);
+    if (!c)
+      return fail("--candidates '" + fields + "': " + c.error->message());
+    if (c.spec->tile_q == base.tile_q && c.spec->tile_kv == base.tile_kv)
+      continue;
+    cands.push_back({fields, *c.spec});
+  }
+
+  // One shape for every candidate, the same inputs.
+  const int64_t seqLen = o.seqLen > 0 ? o.seqLen : 4096;
+  const int64_t qLen = decode ? base.tile_q : seqLen;
+  const int batch = static_cast<int>(decode ? (o.batch > 0 ? o.batch : 64)
+                                            : std::max<int64_t>(1, (o.batch > 0 ? o.batch : 16384 / seqLen)));
+  const int qHeads = static_cast<int>(o.heads > 0 ? o.heads : decode ? 32 : 2048 / base.head_dim);
+  if (qHeads % base.gqa != 0)
+    return fail("--heads " + std::to_string(qHeads) + " is not a multiple of gqa = " +
+                std::to_string(base.gqa));
+  const int kvHeads = static_cast<int>(qHeads / base.gqa);
+  const CudaDriver *cu = CudaDriver::get(error);
+  std::mt19937_64 rng(1);
+  std::unique_ptr<harness::DeviceBatch> dev =
+      harness::benchBatch(cu, base, batch, qLen, seqLen, kvHeads, rng);
+  if (!dev->error.empty())
+    return fail(dev->error);
+  CUstream stream = nullptr;
+  const size_t outElems = size_t(dev->args.total_q) * qHeads * base.head_dim;
+  llvm::outs() << "tuning " << tuningKey(base) << "\n on " << rt->deviceName() << ": batch "
+               << batch << ", " << qHeads << "/" << kvHeads << " heads, q_len " << qLen
+               << ", kv_len " << seqLen << "\n";
+  std::vector<uint16_t> reference;
+  for (Candidate &c : cands) {
+    KernelLookup k = rt->kernel(c.spec);
+    if (!k) {
+      c.status = "does not compile: " + k.error;
+      continue;
+    }
+    c.registers = k.binary->registers;
+    if (k.binary->spillStoreBytes > 0) {
+      c.status = "spills " + std::to_string(k.binary->spillStoreBytes) + " bytes";
+      continue;
+    }
+    AttentionArgs a = dev->args;
+    a.workspace_bytes = k.kernel->workspaceBytes(a);
+    if (a.workspace_bytes)
+      a.workspace = dev->upload(nullptr, a.workspace_bytes);
+    cu->cuMemsetD8(a.o, 0xff, outElems * 2);
+    if (!k.kernel->launch(a, stream, error))
+      return fail(c.spec.str() + ": " + error);
+    std::vector<uint16_t> out(outElems);
+    if (CUresult rc = cu->cuMemcpyDtoH(out.data(), a.o, outElems * 2); rc != CUDA_SUCCESS)
+      return fail(cu->describe(rc, "copying the output back"));
+    if (reference.empty()) {
+      reference = out;
+    } else if (double err = relative(out, reference, base.dtype); !(err < 1e-2)) {
+      c.status = "output differs from the built-in's (" + std::to_string(err) + ")";
+      continue;
+    }
+    c.ms = harness::medianMs(cu, stream, [&] { k.kernel->launch(a, stream, error); });
+  }
+  if (cands[0].ms <= 0)
+    return fail("the built-in configuration did not run: " + cands[0].status);
+
+  const Candidate *best = &cands[0];
+  llvm::outs() << llvm::format("%-36s %10s %9s %6s\n", "candidate", "ms", "vs built-in", "regs");
+  for (const Candidate &c : cands) {
+    if (c.status.empty()) {
+      llvm::outs() << llvm::format("%-36s %10.3f %8.2fx %6d\n", c.fields.c_str(), c.ms,
+                                   cands[0].ms / c.ms, c.registers);
+      if (c.ms < best->ms)
+        best = &c;
+    } else {
+      llvm::outs() << llvm::format("%-36s %s\n", c.fields.c_str(), c.status.c_str());
+    }
+  }
+  char date[16];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
+  const std::string note = llvm::formatv("{0:f2}x the built-in on {1}, {2}", cands[0].ms / best->ms,
+                                         rt->deviceName(), date)
+                               .str();
+  llvm::outs() << "best: tile_q=" << best->spec.tile_q << ",tile_kv=" << best->spec.tile_kv << " ("
+               << note << ")\n";
+  if (o.dryRun)
+    return 0;
+  const std::string path = o.file.empty() ? TuningTable::defaultPath() : o.file;
+  TuningTable table;
+  if (!table.load(path, error))
+    return fail(error + " (fix or remove the file; nothing written)");
+  table.set(base, {best->spec.tile_q, best->spec.tile_kv}, note);
+  if (!table.save(path, error))
+    return fail(error);
+  llvm::outs() << "recorded in " << path << "\n";
+  return 0;
+}
+#else
+int tune(const TuneOptions &) {
+  return fail("this build has no CUDA runtime (NVRTC was not found when it was configured)");
+}
+#endif
+
+} // namespace attn::cli

@@ -1,0 +1,61 @@
+//===- Tuning.h - The tuning table: tile sizes measured best on this machine -*- C++ -*-===//
+//
+// `attnc tune` times candidate tile sizes of a spec on the GPU and records
+// the winner here; once installed, a spec that leaves tile_q and tile_kv open
+// takes the recorded sizes (attn::applyDefaultTiles). The file is text, one
+// entry per line:
+//
+//   # comment
+//   <tuningKey of the spec>: tile_q=<n>,tile_kv=<n>   # what was measured
+//
+// Written to a temporary file and renamed, so a reader never sees half a
+// table. The default file is $ATTNC_TUNING_FILE, else tuning.txt in the
+// kernel cache directory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_TUNING_H
+#define ATTNC_TUNING_H
+
+#include "attn/Spec.h"
+
+#include <map>
+#include <string>
+
+namespace attn {
+
+class TuningTable {
+public:
+  struct Entry {
+    TunedTiles tiles;
+    std::string note; ///< e.g. the measured speed-up, kept as a comment
+  };
+
+  static std::string defaultPath();
+
+  /// Reads `path`. A missing file is an empty table (true); a line that is
+  /// not `key: tile_q=N,tile_kv=N` makes it false with `error` naming the
+  /// line number, and nothing is loaded.
+  bool load(const std::string &path, std::string &error);
+  /// Writes the whole table (temporary file, then rename).
+  bool save(const std::string &path, std::string &error) const;
+
+  const Entry *find(const Spec &spec) const;
+  void set(const Spec &spec, TunedTiles tiles, const std::string &note);
+  size_t size() const { return entries_.size(); }
+
+  /// Makes `table` the one applyDefaultTiles consults (nullptr: none). The
+  /// table must outlive its installation.
+  static void install(const TuningTable *table);
+  /// Loads the default file and installs it for the life of the process;
+  /// "" on success (also when there is no file), else the problem (the
+  /// built-in defaults stay in force).
+  static std::string installDefault();
+
+private:
+  std::map<std::string, Entry> entries_;
+};
+
+} // namespace attn
+
+#endif // ATTNC_TUNING_H

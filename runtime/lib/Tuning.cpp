@@ -1,0 +1,158 @@
+//===- Tuning.cpp - The tuning table file ----------------------------------===//
+
+#include "attnc/Tuning.h"
+
+#include "attnc/KernelCache.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <unistd.h>
+
+namespace attn {
+
+namespace {
+const TuningTable *installed = nullptr;
+
+std::optional<TunedTiles> lookUp(const Spec &spec) {
+  if (!installed)
+    return std::nullopt;
+  if (const TuningTable::Entry *e = installed->find(spec))
+    return e->tiles;
+  return std::nullopt;
+}
+
+std::string trim(const std::string &s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos)
+    return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+/// "tile_q=N,tile_kv=N" (either order) into `t`.
+bool parseTiles(const std::string &text, TunedTiles &t) {
+  std::istringstream in(text);
+  std::string field;
+  while (std::getline(in, field, ',')) {
+    field = trim(field);
+    const size_t eq = field.find('=');
+    if (eq == std::string::npos)
+      return false;
+    char *end = nullptr;
+    const long long v = std::strtoll(field.c_str() + eq + 1, &end, 10);
+    if (*end != '\0' || v <= 0 || v > 4096)
+      return false;
+    const std::string key = field.substr(0, eq);
+    if (key == "tile_q")
+      t.tile_q = v;
+    else if (key == "tile_kv")
+      t.tile_kv = v;
+    else
+      return false;
+  }
+  return t.tile_q > 0 && t.tile_kv > 0;
+}
+} // namespace
+
+std::string TuningTable::defaultPath() {
+  if (const char *p = std::getenv("ATTNC_TUNING_FILE"); p && *p)
+    return p;
+  return KernelCache::defaultDirectory() + "/tuning.txt";
+}
+
+bool TuningTable::load(const std::string &path, std::string &error) {
+  std::ifstream in(path);
+  if (!in)
+    return true; // no file: nothing tuned yet
+  std::map<std::string, Entry> read;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string note;
+    if (size_t hash = line.find('#'); hash != std::string::npos) {
+      note = trim(line.substr(hash + 1));
+      line = line.substr(0, hash);
+    }
+    line = trim(line);
+    if (line.empty())
+      continue;
+    const size_t colon = line.rfind(':');
+    Entry e;
+    e.note = note;
+    if (colon == std::string::npos || !parseTiles(line.substr(colon + 1), e.tiles)) {
+      error = path + ":" + std::to_string(number) +
+              ": expected 'SPEC: tile_q=N,tile_kv=N', got '" + line + "'";
+      return false;
+    }
+    // The key names tile_q=0,tile_kv=0: parse it with the recorded tiles.
+    std::string text = trim(line.substr(0, colon));
+    for (auto [field, value] : {std::pair<std::string, int64_t>{"tile_q=", e.tiles.tile_q},
+                                {"tile_kv=", e.tiles.tile_kv}}) {
+      const size_t at = text.find(field + "0");
+      if (at != std::string::npos && (at + field.size() + 1 == text.size() ||
+                                      text[at + field.size() + 1] == ','))
+        text.replace(at, field.size() + 1, field + std::to_string(value));
+    }
+    SpecResult spec = parseSpec(text);
+    if (!spec) {
+      error = path + ":" + std::to_string(number) + ": " + spec.error->message();
+      return false;
+    }
+    read[tuningKey(*spec.spec)] = e;
+  }
+  entries_ = std::move(read);
+  return true;
+}
+
+bool TuningTable::save(const std::string &path, std::string &error) const {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) {
+      error = "cannot write " + tmp;
+      return false;
+    }
+    out << "# attnc tuning table: tile sizes `attnc tune` measured best on this machine.\n"
+           "# A spec that leaves tile_q and tile_kv open takes them from here.\n";
+    for (const auto &[key, e] : entries_)
+      out << key << ": tile_q=" << e.tiles.tile_q << ",tile_kv=" << e.tiles.tile_kv
+          << (e.note.empty() ? "" : "  # " + e.note) << "\n";
+    if (!out.flush()) {
+      error = "cannot write " + tmp;
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot rename " + tmp + " to " + path;
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+const TuningTable::Entry *TuningTable::find(const Spec &spec) const {
+  auto it = entries_.find(tuningKey(spec));
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void TuningTable::set(const Spec &spec, TunedTiles tiles, const std::string &note) {
+  entries_[tuningKey(spec)] = Entry{tiles, note};
+}
+
+void TuningTable::install(const TuningTable *table) {
+  installed = table;
+  setTileTuner(table ? &lookUp : nullptr);
+}
+
+std::string TuningTable::installDefault() {
+  static TuningTable table;
+  std::string error;
+  if (!table.load(defaultPath(), error))
+    return error;
+  install(&table);
+  return "";
+}
+
+} // namespace attn
