@@ -102,6 +102,21 @@ attnc_status guarded(F body) {
   }
 }
 
+/// The kernel calls' shared prologue: a kernel handle and readable args,
+/// then `body` with the C++ arguments.
+template <typename F>
+attnc_status withArgs(const attnc_kernel *kernel, const attnc_args *args, F body) {
+  return guarded([&] {
+    if (!kernel)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
+    AttentionArgs a;
+    std::string error;
+    if (!readArgs(args, a, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    return body(a);
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -178,27 +193,17 @@ attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t out
 
 attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel, const attnc_args *args,
                                           uint64_t *bytes) {
-  return guarded([&] {
-    AttentionArgs a;
-    std::string error;
-    if (!kernel || !bytes)
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
-                  std::string(!kernel ? "kernel" : "bytes") + " is a null pointer");
-    if (!readArgs(args, a, error))
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+  return withArgs(kernel, args, [&](const AttentionArgs &a) {
+    if (!bytes)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "bytes is a null pointer");
     *bytes = kernel->kernel->workspaceBytes(a);
     return ok();
   });
 }
 
 attnc_status attnc_launch(const attnc_kernel *kernel, const attnc_args *args, void *stream) {
-  return guarded([&] {
-    AttentionArgs a;
+  return withArgs(kernel, args, [&](const AttentionArgs &a) {
     std::string error;
-    if (!kernel)
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
-    if (!readArgs(args, a, error))
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
     if (!kernel->kernel->launch(a, static_cast<CUstream>(stream), error))
       // Argument checks come first and launch nothing; a driver failure
       // reads "... failed: <driver message>".
@@ -211,17 +216,10 @@ attnc_status attnc_launch(const attnc_kernel *kernel, const attnc_args *args, vo
 
 attnc_status attnc_check_arguments(const attnc_kernel *kernel, const attnc_args *args,
                                    void *stream) {
-  return guarded([&] {
-    AttentionArgs a;
-    std::string error;
-    if (!kernel)
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
-    if (!readArgs(args, a, error))
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
-    error = kernel->kernel->checkDeviceArguments(a, static_cast<CUstream>(stream));
-    if (!error.empty())
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
-    return ok();
+  return withArgs(kernel, args, [&](const AttentionArgs &a) {
+    const std::string error =
+        kernel->kernel->checkDeviceArguments(a, static_cast<CUstream>(stream));
+    return error.empty() ? ok() : fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
   });
 }
 
