@@ -51,6 +51,15 @@ struct TuneOptions {
 };
 int tune(const TuneOptions &options);
 
+/// `attnc aot`: a bundle of kernels compiled ahead of time.
+struct AotOptions {
+  std::string specsFile, archs = "sm_80,sm_90a", output, name;
+  unsigned jobs = 0;     ///< 0: one per hardware thread
+  bool skipBad = false;  ///< compile the good lines when some are bad
+  bool force = false;    ///< replace an existing output folder
+};
+int aot(const AotOptions &options);
+
 /// True when a spec's text sets `field` (as `field=`).
 bool mentions(const std::string &text, const std::string &field);
 

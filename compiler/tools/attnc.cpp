@@ -46,6 +46,8 @@ static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list | clear")
                                         cl::sub(cacheCmd), cl::cat(attncCategory));
 static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: textbook "
                                             "attention vs the generated kernel");
+static cl::SubCommand aotCmd("aot", "Compile a file of specs for a list of architectures into a "
+                                    "bundle an application links (no NVRTC at run time)");
 static cl::SubCommand tuneCmd("tune", "Time a spec's candidate tile sizes on the GPU and record "
                                       "the fastest as the defaults for specs like it");
 
@@ -117,6 +119,32 @@ static cl::opt<bool> explainNoMeasure("model-only",
                                       cl::desc("Print the model without running on the CPU"),
                                       cl::init(false), cl::sub(explainCmd), cl::cat(attncCategory));
 
+// attnc aot
+static cl::opt<std::string> aotSpecs("specs",
+                                     cl::desc("The specs, one per line (canonical form, as "
+                                              "`attnc spec` prints it; '#' starts a comment)"),
+                                     cl::value_desc("file"), cl::sub(aotCmd),
+                                     cl::cat(attncCategory));
+static cl::opt<std::string> aotArchs("arch",
+                                     cl::desc("Architectures, comma separated (a line that names "
+                                              "its target is built for that one only)"),
+                                     cl::init("sm_80,sm_90a"), cl::sub(aotCmd),
+                                     cl::cat(attncCategory));
+static cl::opt<std::string> aotOutput("o", cl::desc("The bundle folder to write"),
+                                      cl::value_desc("dir"), cl::sub(aotCmd),
+                                      cl::cat(attncCategory));
+static cl::opt<std::string> aotName("name",
+                                    cl::desc("The bundle's name (default: the folder's name)"),
+                                    cl::sub(aotCmd), cl::cat(attncCategory));
+static cl::opt<unsigned> aotJobs("j", cl::desc("Parallel compiles (default: hardware threads)"),
+                                 cl::init(0), cl::sub(aotCmd), cl::cat(attncCategory));
+static cl::opt<bool> aotSkipBad("skip-bad",
+                                cl::desc("Report bad lines and compile the others (default: "
+                                         "report them all and stop)"),
+                                cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
+static cl::opt<bool> aotForce("force", cl::desc("Replace an existing bundle folder"),
+                              cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
+
 // attnc tune
 static cl::opt<std::string>
     tuneCandidates("candidates",
@@ -181,6 +209,7 @@ Commands:
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
   attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else ~/.cache/attnc)
   attnc tune      time a spec's candidate tile sizes on the GPU; the fastest become its defaults
+  attnc aot       compile a file of specs into a bundle an application links (no NVRTC at run time)
 Run `attnc <command> --help` for a command's flags.
 
 A spec is a comma-separated list of field=value pairs; unset fields take defaults:
@@ -393,6 +422,17 @@ int main(int argc, char **argv) {
   }
   if (cacheCmd)
     return runCache();
+  if (aotCmd) {
+    attn::cli::AotOptions o;
+    o.specsFile = aotSpecs;
+    o.archs = aotArchs;
+    o.output = aotOutput;
+    o.name = aotName;
+    o.jobs = aotJobs;
+    o.skipBad = aotSkipBad;
+    o.force = aotForce;
+    return attn::cli::aot(o);
+  }
   if (tuneCmd) {
     attn::cli::TuneOptions o;
     o.spec = specText;
@@ -404,7 +444,7 @@ int main(int argc, char **argv) {
     o.dryRun = tuneDryRun;
     return attn::cli::tune(o);
   }
-  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain, cache, tune); see "
+  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain, cache, tune, aot); see "
                   "`attnc --help`\n";
   return 1;
 }

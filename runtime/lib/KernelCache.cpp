@@ -71,6 +71,8 @@ const char *name(CacheSource s) {
     return "disk";
   case CacheSource::Compiled:
     return "compiled";
+  case CacheSource::Bundle:
+    return "an AOT bundle";
   }
   return "?";
 }

@@ -34,11 +34,16 @@ public:
   /// primary context when none is current. `cacheDir` empty: the default.
   static std::unique_ptr<Runtime> create(std::string &error, const std::string &cacheDir = "");
 
-  /// The kernel of `spec`. The spec's target must not be newer than the GPU
-  /// (sm_90a needs compute capability 9.0); the cubin is built for the GPU's
-  /// own architecture and loaded into context(), which must be current on
-  /// the thread that launches it.
+  /// The kernel of `spec`: from a linked AOT bundle built for this GPU's
+  /// architecture, else the kernel cache, else NVRTC. The spec's target must
+  /// not be newer than the GPU (sm_90a needs compute capability 9.0); the
+  /// cubin is built for the GPU's own architecture and loaded into
+  /// context(), which must be current on the thread that launches it.
   KernelLookup kernel(const Spec &spec);
+
+  /// AOT only: a spec missing from every linked bundle (attnc/Bundle.h) is
+  /// an error instead of a JIT compile. Set it before asking for kernels.
+  void setAotOnly(bool aotOnly) { aotOnly_ = aotOnly; }
 
   const std::string &arch() const { return arch_; } ///< "sm_90a", "sm_80", ...
   const std::string &deviceName() const { return name_; }
@@ -53,6 +58,7 @@ private:
   CUcontext ctx_ = nullptr;
   std::string arch_, name_;
   int ccMajor_ = 0;
+  bool aotOnly_ = false;
   KernelCache cache_;
   SingleFlight<KernelLookup> kernels_;
 };

@@ -1,6 +1,7 @@
 //===- Runtime.cpp - Kernels for specs, compiled on demand -----------------===//
 
 #include "attnc/Runtime.h"
+#include "attnc/Bundle.h"
 #include "attnc/EmitCuda.h"
 
 #include <chrono>
@@ -71,11 +72,34 @@ KernelLookup Runtime::build(const Spec &spec) {
   }
   std::string source;
   CudaLaunchShape shape;
-  if (!emitCudaForSpec(spec, source, shape, out.error))
+  CacheLookup cubin;
+  // A bundle built for this architecture, or for sm_80 on any 8.x GPU (its
+  // cubins run on every minor revision of the major).
+  const BundleEntry *aot = findBundledKernel(spec.str(), arch_);
+  if (!aot && ccMajor_ == 8)
+    aot = findBundledKernel(spec.str(), "sm_80");
+  if (aot) {
+    // Compiled ahead of time: no pipeline, no NVRTC.
+    auto binary = std::make_shared<CudaBinary>();
+    binary->cubin.assign(aot->cubin, aot->cubin + aot->cubin_size);
+    shape.threads = aot->threads;
+    shape.shared_bytes = aot->shared_bytes;
+    shape.merge_threads = aot->merge_threads;
+    shape.decode = spec.mode == Mode::Decode;
+    shape.tile_q = shape.decode ? 16 : static_cast<int>(spec.tile_q);
+    cubin.binary = binary;
+    cubin.source = CacheSource::Bundle;
+  } else if (aotOnly_) {
+    out.error = spec.str() + " is in no linked AOT bundle built for " + arch_ +
+                " (AOT-only mode: no JIT)";
     return out;
-  CudaCompileOptions options;
-  options.arch = arch_;
-  CacheLookup cubin = cache_.get(source, spec.symbol(), options);
+  } else {
+    if (!emitCudaForSpec(spec, source, shape, out.error))
+      return out;
+    CudaCompileOptions options;
+    options.arch = arch_;
+    cubin = cache_.get(source, spec.symbol(), options);
+  }
   out.source = cubin.source;
   out.binary = cubin.binary;
   if (!cubin) {

@@ -29,7 +29,9 @@
 namespace attn {
 
 /// Where a lookup found its kernel.
-enum class CacheSource { Memory, Disk, Compiled };
+/// Where a kernel came from: the memory or disk cache, NVRTC, or a linked
+/// AOT bundle (attnc/Bundle.h).
+enum class CacheSource { Memory, Disk, Compiled, Bundle };
 const char *name(CacheSource s);
 
 struct CacheLookup {

@@ -1,0 +1,48 @@
+//===- Bundle.h - AOT bundles: kernels compiled ahead of time, linked in -*- C++ -*-===//
+//
+// `attnc aot` compiles a list of specs for a list of architectures and
+// writes a C++ source that embeds the cubins and registers them here at
+// static-initialisation time. attn::Runtime looks a spec up in the
+// registered bundles before its cache and NVRTC, so an application that
+// links a bundle launches those kernels with no NVRTC compile; in AOT-only
+// mode (Runtime::setAotOnly) a spec missing from every bundle is an error
+// instead of a JIT compile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_BUNDLE_H
+#define ATTNC_BUNDLE_H
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+/// One kernel of a bundle. Plain data, so a generated source can list them.
+struct BundleEntry {
+  const char *spec;   ///< canonical spec (its target matches `arch`'s family)
+  const char *arch;   ///< what the cubin was built for: "sm_80", "sm_90a", ...
+  const unsigned char *cubin;
+  size_t cubin_size;
+  int threads, shared_bytes, merge_threads; ///< the launch shape (templates/attn/params.cuh)
+};
+
+/// Registers a bundle's entries (called by the generated source's static
+/// initialiser). The entries must live for the whole program.
+struct BundleRegistration {
+  BundleRegistration(const char *name, const BundleEntry *entries, size_t count);
+};
+
+/// The entry of `spec` (canonical form) built for `arch`, or null.
+const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch);
+
+/// Every registered entry, in registration order (for listings and tests).
+std::vector<const BundleEntry *> bundledKernels();
+
+/// The registered bundles' names.
+std::vector<std::string> bundleNames();
+
+} // namespace attn
+
+#endif // ATTNC_BUNDLE_H

@@ -1,0 +1,59 @@
+//===- Bundle.cpp - The registry of linked AOT bundles ---------------------===//
+
+#include "attnc/Bundle.h"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace attn {
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::string> names;
+  std::vector<const BundleEntry *> entries;
+  std::map<std::pair<std::string, std::string>, const BundleEntry *> bySpec;
+};
+
+// A function-local static: registrations run during static initialisation,
+// in whatever order the linker put the translation units.
+Registry &registry() {
+  static Registry r;
+  return r;
+}
+} // namespace
+
+BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entries,
+                                       size_t count) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.names.push_back(name);
+  for (size_t i = 0; i < count; ++i) {
+    r.entries.push_back(&entries[i]);
+    // The first bundle to register a kernel keeps it.
+    r.bySpec.emplace(std::make_pair(std::string(entries[i].spec), std::string(entries[i].arch)),
+                     &entries[i]);
+  }
+}
+
+const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.bySpec.find({spec, arch});
+  return it == r.bySpec.end() ? nullptr : it->second;
+}
+
+std::vector<const BundleEntry *> bundledKernels() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.entries;
+}
+
+std::vector<std::string> bundleNames() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.names;
+}
+
+} // namespace attn
