@@ -68,6 +68,8 @@ def _candidates():
     root = os.path.abspath(os.path.join(here, "..", "..", ".."))
     for where in ("build/lib", "build-static/lib", "build-static/pack"):
         yield os.path.join(root, where, "libattnc.so")
+    # Installed: <prefix>/share/attnc/python/attnc next to <prefix>/lib.
+    yield os.path.abspath(os.path.join(here, "..", "..", "..", "..", "lib", "libattnc.so"))
     found = ctypes.util.find_library("attnc")
     if found:
         yield found
