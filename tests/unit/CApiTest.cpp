@@ -36,6 +36,10 @@ TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {
   CHECK(std::string(attnc_last_error()) == "runtime is a null pointer");
   CHECK(attnc_launch(nullptr, nullptr, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "kernel is a null pointer");
+  const char *specs[] = {"gqa=4"};
+  attnc_kernel *kernels[1];
+  CHECK(attnc_runtime_prepare(nullptr, specs, 1, 0, kernels) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "runtime is a null pointer");
   char buf[64];
   CHECK(attnc_runtime_arch(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   attnc_runtime_destroy(nullptr); // no-ops
@@ -81,5 +85,17 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   CHECK(attnc_launch(kernel, &args, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).find("null pointer") != std::string::npos);
   attnc_kernel_release(kernel);
+  // Model load: two kernels at once; a bad spec names its index.
+  const char *model[] = {"mode=prefill,page_size=16,gqa=4,mask=causal",
+                         "mode=decode,page_size=16,gqa=4"};
+  attnc_kernel *loaded[2] = {nullptr, nullptr};
+  REQUIRE(attnc_runtime_prepare(rt, model, 2, 2, loaded) == ATTNC_OK);
+  CHECK(loaded[0] != nullptr);
+  CHECK(loaded[1] != nullptr);
+  attnc_kernel_release(loaded[0]);
+  attnc_kernel_release(loaded[1]);
+  const char *bad[] = {"gqa=4", "head_dim=7"};
+  CHECK(attnc_runtime_prepare(rt, bad, 2, 0, loaded) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("specs[1]: invalid spec: head_dim = 7", 0) == 0);
   attnc_runtime_destroy(rt);
 }

@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace attn {
 
@@ -40,6 +41,12 @@ public:
   /// cubin is built for the GPU's own architecture and loaded into
   /// context(), which must be current on the thread that launches it.
   KernelLookup kernel(const Spec &spec);
+
+  /// JIT at model load: the kernels of all `specs` (a model's prefill and
+  /// decode kernels, say), those not yet in memory compiled in parallel on
+  /// `threads` threads (0: one per hardware thread). One result per spec, in
+  /// order; later kernel() calls for them are memory hits.
+  std::vector<KernelLookup> prepare(const std::vector<Spec> &specs, unsigned threads = 0);
 
   /// AOT only: a spec missing from every linked bundle (attnc/Bundle.h) is
   /// an error instead of a JIT compile. Set it before asking for kernels.

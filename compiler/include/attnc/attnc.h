@@ -91,6 +91,13 @@ ATTNC_API attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *ou
 ATTNC_API attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec,
                                         attnc_kernel **out);
 ATTNC_API void attnc_kernel_release(attnc_kernel *kernel);
+/** JIT at model load: the kernels of `count` specs, those not yet loaded
+ *  compiled in parallel on `threads` threads (0: one per hardware thread).
+ *  out[i] receives spec i's kernel (release each); on failure every out[i]
+ *  is NULL and the error names the first spec that failed. */
+ATTNC_API attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *specs,
+                                             size_t count, unsigned threads,
+                                             attnc_kernel **out);
 /** The kernel's canonical spec. */
 ATTNC_API attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t out_size);
 /** Bytes of workspace a launch with these arguments needs (0: none). */

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 using namespace attn;
 
@@ -89,6 +90,11 @@ bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
   out.max_kv_len = a.max_kv_len;
   out.scale = a.scale;
   return true;
+}
+
+/// A spec's text with the GPU's target added when it names none.
+std::string withTarget(const std::string &spec, const std::string &arch) {
+  return spec.find("target") == std::string::npos ? spec + ",target=" + arch : spec;
 }
 
 template <typename F>
@@ -169,10 +175,7 @@ attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_ke
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   std::string(!runtime ? "runtime" : !spec ? "spec" : "out") + " is a null pointer");
     *out = nullptr;
-    std::string text = spec;
-    if (text.find("target") == std::string::npos)
-      text += ",target=" + runtime->runtime->arch();
-    SpecResult parsed = parseSpec(text);
+    SpecResult parsed = parseSpec(withTarget(spec, runtime->runtime->arch()));
     if (!parsed)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
     KernelLookup found = runtime->runtime->kernel(*parsed.spec);
@@ -184,6 +187,34 @@ attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_ke
 }
 
 void attnc_kernel_release(attnc_kernel *kernel) { delete kernel; }
+
+attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *specs, size_t count,
+                                   unsigned threads, attnc_kernel **out) {
+  return guarded([&] {
+    if (!runtime || (count && (!specs || !out)))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string(!runtime ? "runtime" : !specs ? "specs" : "out") +
+                      " is a null pointer");
+    std::vector<Spec> parsed;
+    for (size_t i = 0; i < count; ++i) {
+      out[i] = nullptr;
+      if (!specs[i])
+        return fail(ATTNC_ERROR_INVALID_ARGUMENT, "specs[" + std::to_string(i) + "] is a null pointer");
+      SpecResult r = parseSpec(withTarget(specs[i], runtime->runtime->arch()));
+      if (!r)
+        return fail(ATTNC_ERROR_INVALID_ARGUMENT, "specs[" + std::to_string(i) + "]: " +
+                                                      r.error->message());
+      parsed.push_back(*r.spec);
+    }
+    std::vector<KernelLookup> found = runtime->runtime->prepare(parsed, threads);
+    for (size_t i = 0; i < count; ++i)
+      if (!found[i])
+        return fail(ATTNC_ERROR_COMPILE, parsed[i].str() + ": " + found[i].error);
+    for (size_t i = 0; i < count; ++i)
+      out[i] = new attnc_kernel{found[i].kernel};
+    return ok();
+  });
+}
 
 attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t outSize) {
   if (!kernel)

@@ -4,7 +4,10 @@
 #include "attnc/Bundle.h"
 #include "attnc/EmitCuda.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 namespace attn {
 
@@ -57,6 +60,27 @@ KernelLookup Runtime::kernel(const Spec &spec) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   return found;
+}
+
+std::vector<KernelLookup> Runtime::prepare(const std::vector<Spec> &specs, unsigned threads) {
+  std::vector<KernelLookup> out(specs.size());
+  const unsigned n = std::max(1u, std::min<unsigned>(
+      threads ? threads : std::max(1u, std::thread::hardware_concurrency()),
+      static_cast<unsigned>(specs.size())));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    // Each thread loads into the runtime's context (kernel() restores the
+    // thread's own afterwards).
+    for (size_t i; (i = next++) < specs.size();)
+      out[i] = kernel(specs[i]);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  return out;
 }
 
 KernelLookup Runtime::build(const Spec &spec) {

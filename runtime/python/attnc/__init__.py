@@ -108,6 +108,8 @@ def _declare(lib):
         "attnc_runtime_arch": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
         "attnc_kernel_get": (ctypes.c_int, [c_void_p, c_char_p, ctypes.POINTER(c_void_p)]),
         "attnc_kernel_release": (None, [c_void_p]),
+        "attnc_runtime_prepare": (ctypes.c_int, [c_void_p, ctypes.POINTER(c_char_p), c_size_t,
+                                                 ctypes.c_uint, ctypes.POINTER(c_void_p)]),
         "attnc_kernel_spec": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
         "attnc_kernel_workspace_bytes": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args),
                                                         ctypes.POINTER(ctypes.c_uint64)]),
@@ -197,6 +199,19 @@ class Runtime:
             self._kernels.clear()
             _lib.attnc_runtime_destroy(self._handle)
             self._handle = None
+
+    def prepare(self, specs, threads=0):
+        """JIT at model load: the kernels of all specs, the missing ones compiled
+        in parallel (threads=0: one per hardware thread). Returns them in order."""
+        todo = [s for s in dict.fromkeys(specs) if s not in self._kernels]
+        if todo:
+            names = (ctypes.c_char_p * len(todo))(*[s.encode() for s in todo])
+            handles = (ctypes.c_void_p * len(todo))()
+            _check(_library().attnc_runtime_prepare(self._handle, names, len(todo), threads,
+                                                    handles), "preparing kernels")
+            for s, h in zip(todo, handles):
+                self._kernels[s] = Kernel(self, ctypes.c_void_p(h))
+        return [self._kernels[s] for s in specs]
 
     def kernel(self, spec):
         """The kernel of a spec (target defaults to this GPU's)."""
