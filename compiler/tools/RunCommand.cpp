@@ -306,7 +306,7 @@ int runGpu(const RunOptions &o) {
     return fail("--target gpu: " + error);
   std::string text = o.spec;
   if (!mentions(text, "target"))
-    text += (text.empty() ? "" : ",") + std::string("target=") + rt->arch();
+    text += (text.empty() ? "" : ",") + std::string("target=") + name(rt->target());
   if (!o.lse.empty() && !mentions(text, "return_lse"))
     text += ",return_lse=true";
   SpecResult parsed = parseSpec(text);

@@ -67,7 +67,7 @@ int tune(const TuneOptions &o) {
     return fail(error);
   std::string text = o.spec;
   if (!mentions(text, "target"))
-    text += (text.empty() ? "" : ",") + std::string("target=") + rt->arch();
+    text += (text.empty() ? "" : ",") + std::string("target=") + name(rt->target());
   SpecResult parsed = parseSpec(text);
   if (!parsed)
     return fail(parsed.error->message());

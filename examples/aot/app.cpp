@@ -33,8 +33,8 @@ int main() {
   std::mt19937_64 rng(1);
   int launched = 0;
   for (const BundleEntry *e : kernels) {
-    if (rt->arch() != e->arch)
-      continue;
+    if (rt->target() != parseSpec(e->spec).spec->target)
+      continue; // built for the other architecture
     SpecResult spec = parseSpec(e->spec);
     KernelLookup k = spec ? rt->kernel(*spec.spec) : KernelLookup{};
     if (!k) {
@@ -58,7 +58,7 @@ int main() {
     ++launched;
   }
   // Not in the bundle: AOT-only mode refuses to compile it.
-  SpecResult other = parseSpec("head_dim=64,mask=causal,target=" + rt->arch());
+  SpecResult other = parseSpec(std::string("head_dim=64,mask=causal,target=") + name(rt->target()));
   KernelLookup miss = rt->kernel(*other.spec);
   std::printf("not bundled: %s\n", miss ? "compiled (unexpected)" : miss.error.c_str());
   return launched > 0 && !miss ? 0 : 1;

@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
   }
   std::vector<attn::Spec> specs;
   for (const char *text : kModel) {
-    attn::SpecResult r = attn::parseSpec(std::string(text) + ",target=" + rt->arch());
+    attn::SpecResult r = attn::parseSpec(std::string(text) + ",target=" + attn::name(rt->target()));
     if (!r) {
       std::printf("%s: %s\n", text, r.error->message().c_str());
       return 1;

@@ -70,7 +70,7 @@ std::vector<std::pair<int64_t, int64_t>> testLengths(const Spec &spec, bool quic
 
 Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick) {
   Outcome res;
-  SpecResult parsed = parseSpec(text + ",target=" + g.rt->arch());
+  SpecResult parsed = parseSpec(text + ",target=" + name(g.rt->target()));
   if (!parsed) {
     res.error = parsed.error->message();
     return res;
@@ -132,7 +132,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
   };
   for (const char *text : {"mode=decode,page_size=16,gqa=4,split_kv=3,mask=causal,return_lse=true",
                            "mask=causal,head_dim=64,page_size=16,gqa=2"}) {
-    SpecResult parsed = parseSpec(std::string(text) + ",target=" + g.rt->arch());
+    SpecResult parsed = parseSpec(std::string(text) + ",target=" + name(g.rt->target()));
     KernelLookup k = g.rt->kernel(*parsed.spec);
     if (!k) {
       report(std::string(text) + ": kernel", false, k.error);
@@ -229,7 +229,7 @@ int jitTimings(Gpu &g, const std::vector<std::string> &specs) {
               "memory us");
   int failures = 0;
   for (const std::string &text : specs) {
-    SpecResult parsed = parseSpec(text + ",target=" + g.rt->arch());
+    SpecResult parsed = parseSpec(text + ",target=" + name(g.rt->target()));
     std::string source, error;
     CudaLaunchShape shape;
     if (!parsed || !emitCudaForSpec(*parsed.spec, source, shape, error)) {
@@ -322,7 +322,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
           const std::vector<SourceKernel> &sources) {
   std::mt19937_64 rng(1);
   auto load = [&](const std::string &text) -> std::shared_ptr<const Kernel> {
-    SpecResult parsed = parseSpec(text + ",target=" + g.rt->arch());
+    SpecResult parsed = parseSpec(text + ",target=" + name(g.rt->target()));
     KernelLookup k = parsed ? g.rt->kernel(*parsed.spec) : KernelLookup{};
     if (!k)
       std::printf("%s: cannot load: %s\n", text.c_str(),

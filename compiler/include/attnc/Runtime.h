@@ -52,7 +52,9 @@ public:
   /// an error instead of a JIT compile. Set it before asking for kernels.
   void setAotOnly(bool aotOnly) { aotOnly_ = aotOnly; }
 
-  const std::string &arch() const { return arch_; } ///< "sm_90a", "sm_80", ...
+  const std::string &arch() const { return arch_; } ///< "sm_90a", "sm_80", "sm_86", ...
+  /// The spec target for this GPU: sm_90a on 9.x, sm_80 on every 8.x.
+  Target target() const { return ccMajor_ == 9 ? Target::SM90a : Target::SM80; }
   const std::string &deviceName() const { return name_; }
   KernelCache &cache() { return cache_; }
   CUcontext context() const { return ctx_; }

@@ -93,8 +93,8 @@ bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
 }
 
 /// A spec's text with the GPU's target added when it names none.
-std::string withTarget(const std::string &spec, const std::string &arch) {
-  return spec.find("target") == std::string::npos ? spec + ",target=" + arch : spec;
+std::string withTarget(const std::string &spec, const std::string &target) {
+  return spec.find("target") == std::string::npos ? spec + ",target=" + target : spec;
 }
 
 template <typename F>
@@ -175,7 +175,7 @@ attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_ke
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   std::string(!runtime ? "runtime" : !spec ? "spec" : "out") + " is a null pointer");
     *out = nullptr;
-    SpecResult parsed = parseSpec(withTarget(spec, runtime->runtime->arch()));
+    SpecResult parsed = parseSpec(withTarget(spec, name(runtime->runtime->target())));
     if (!parsed)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
     KernelLookup found = runtime->runtime->kernel(*parsed.spec);
@@ -200,7 +200,7 @@ attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *sp
       out[i] = nullptr;
       if (!specs[i])
         return fail(ATTNC_ERROR_INVALID_ARGUMENT, "specs[" + std::to_string(i) + "] is a null pointer");
-      SpecResult r = parseSpec(withTarget(specs[i], runtime->runtime->arch()));
+      SpecResult r = parseSpec(withTarget(specs[i], name(runtime->runtime->target())));
       if (!r)
         return fail(ATTNC_ERROR_INVALID_ARGUMENT, "specs[" + std::to_string(i) + "]: " +
                                                       r.error->message());

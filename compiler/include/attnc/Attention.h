@@ -1,0 +1,74 @@
+//===- Attention.h - One call: tensors in, spec derived, kernel launched -*- C++ -*-===//
+//
+// Like PyTorch's scaled_dot_product_attention: the caller describes its
+// tensors (device pointers, shapes, dtypes) and the mask; attnc derives the
+// spec from them (head_dim, dtype, GQA ratio, paging, lse, prefill or
+// decode), gets the kernel (a linked AOT bundle, the cache or the JIT) and
+// launches it on the caller's stream.
+//
+//   attn::AttentionCall c;
+//   c.q = {q_ptr, {total_q, 32, 128}, attn::DType::BF16};
+//   c.k = {k_ptr, {num_pages, 16, 8, 128}, attn::DType::BF16};   // paged
+//   c.v = {v_ptr, {num_pages, 16, 8, 128}, attn::DType::BF16};
+//   c.out = {o_ptr, {total_q, 32, 128}, attn::DType::BF16};
+//   c.cu_seqlens_q = cu_q; c.seq_lens_k = lens; c.block_table = table;
+//   c.batch = 4; c.block_table_stride = 64; c.max_q_len = 1; c.max_kv_len = 1024;
+//   std::string error;
+//   if (!attn::attention(runtime, c, stream, error)) ...
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_ATTENTION_H
+#define ATTNC_ATTENTION_H
+
+#include "attnc/Runtime.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attn {
+
+/// A device tensor as the call sees it: contiguous, row-major.
+struct TensorRef {
+  CUdeviceptr data = 0;
+  std::vector<int64_t> shape;
+  DType dtype = DType::BF16;
+};
+
+struct AttentionCall {
+  TensorRef q, k, v, out; ///< q, out [total_q, Hq, D]; k, v [total_kv, Hkv, D] or paged
+                          ///< [num_pages, page_size, Hkv, D]
+  TensorRef lse;          ///< f32 [total_q, Hq]; data = 0: no lse
+  CUdeviceptr cu_seqlens_q = 0, cu_seqlens_k = 0; ///< int32 offsets [batch + 1]
+  CUdeviceptr seq_lens_k = 0, block_table = 0;    ///< paged: int32 [batch], [batch, stride]
+  int batch = 1;
+  int64_t block_table_stride = 0;
+  int64_t max_q_len = 0, max_kv_len = 0; ///< the longest sequence's lengths
+  bool causal = false;
+  int64_t window = 0;              ///< > 0: a causal sliding window of this many keys
+  double scale = 0;                ///< 0: 1 / sqrt(head_dim)
+  std::optional<bool> decode;      ///< unset: decode for a paged cache with <= 16 query tokens
+  std::optional<int64_t> split_kv; ///< decode: unset = auto
+  CUdeviceptr workspace = 0;       ///< split-KV decode: workspaceBytes() bytes
+  size_t workspace_bytes = 0;
+};
+
+/// The spec the call's tensors and mask imply, for `target` (a GPU
+/// architecture name), and the launch arguments; false with `error` naming
+/// the tensor and the problem when shapes or dtypes do not fit together.
+bool deriveAttention(const AttentionCall &call, Target target, Spec &spec, AttentionArgs &args,
+                     std::string &error);
+
+/// deriveAttention, then the kernel from `runtime` (bundle, cache or JIT),
+/// then the launch on `stream`. No allocation, no synchronisation; split-KV
+/// decode needs call.workspace (workspaceBytes says how much).
+bool attention(Runtime &runtime, const AttentionCall &call, CUstream stream, std::string &error);
+
+/// Bytes of workspace the call needs (0 for most), or -1 with `error`.
+int64_t attentionWorkspaceBytes(Runtime &runtime, const AttentionCall &call, std::string &error);
+
+} // namespace attn
+
+#endif // ATTNC_ATTENTION_H

@@ -1,0 +1,120 @@
+//===- Attention.cpp - Spec from tensors, kernel, launch -------------------===//
+
+#include "attnc/Attention.h"
+
+namespace attn {
+
+namespace {
+std::string shapeText(const std::vector<int64_t> &s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+} // namespace
+
+bool deriveAttention(const AttentionCall &c, Target target, Spec &spec, AttentionArgs &a,
+                     std::string &error) {
+  auto bad = [&](const std::string &m) {
+    error = m;
+    return false;
+  };
+  if (c.q.shape.size() != 3)
+    return bad("q has shape " + shapeText(c.q.shape) + ": expected [total_q, heads, head_dim]");
+  const bool paged = c.k.shape.size() == 4;
+  if (c.k.shape.size() != 3 && !paged)
+    return bad("k has shape " + shapeText(c.k.shape) +
+               ": expected [total_kv, kv_heads, head_dim] or [pages, page_size, kv_heads, head_dim]");
+  if (c.v.shape != c.k.shape)
+    return bad("v has shape " + shapeText(c.v.shape) + " but k has " + shapeText(c.k.shape));
+  if (c.out.shape != c.q.shape)
+    return bad("out has shape " + shapeText(c.out.shape) + " but q has " + shapeText(c.q.shape));
+  for (const auto &[t, n] : {std::pair<const TensorRef *, const char *>{&c.k, "k"},
+                             {&c.v, "v"},
+                             {&c.out, "out"}})
+    if (t->dtype != c.q.dtype)
+      return bad(std::string(n) + " is " + name(t->dtype) + " but q is " + name(c.q.dtype));
+  const int64_t hq = c.q.shape[1], d = c.q.shape[2], hkv = c.k.shape[c.k.shape.size() - 2];
+  if (c.k.shape.back() != d)
+    return bad("k has head_dim " + std::to_string(c.k.shape.back()) + " but q has " +
+               std::to_string(d));
+  if (hkv < 1 || hq % hkv != 0)
+    return bad("q has " + std::to_string(hq) + " heads, not a multiple of k's " +
+               std::to_string(hkv) + " (GQA)");
+  if (c.lse.data && (c.lse.dtype != DType::F32 ||
+                     c.lse.shape != std::vector<int64_t>{c.q.shape[0], hq}))
+    return bad("lse must be f32 [total_q, heads] = " + shapeText({c.q.shape[0], hq}) + ", got " +
+               name(c.lse.dtype) + " " + shapeText(c.lse.shape));
+
+  std::string text = std::string("head_dim=") + std::to_string(d) + ",dtype=" + name(c.q.dtype) +
+                     ",gqa=" + std::to_string(hq / hkv) +
+                     ",page_size=" + std::to_string(paged ? c.k.shape[1] : 0) +
+                     ",return_lse=" + (c.lse.data ? "true" : "false") + ",target=" + name(target);
+  text += c.window > 0 ? ",mask=sliding_window(" + std::to_string(c.window) + ")"
+          : c.causal   ? ",mask=causal"
+                       : ",mask=none";
+  const bool decode =
+      c.decode.value_or(paged && c.max_q_len >= 1 && c.max_q_len <= 16 &&
+                        c.max_q_len * (hq / hkv) <= 128);
+  if (decode) {
+    text += ",mode=decode,tile_q=" + std::to_string(std::max<int64_t>(1, c.max_q_len));
+    if (c.split_kv)
+      text += ",split_kv=" + std::to_string(*c.split_kv);
+  }
+  SpecResult parsed = parseSpec(text);
+  if (!parsed)
+    return bad("the tensors imply " + parsed.error->message());
+  spec = *parsed.spec;
+
+  a = AttentionArgs{};
+  a.q = c.q.data;
+  a.k = c.k.data;
+  a.v = c.v.data;
+  a.o = c.out.data;
+  a.lse = c.lse.data;
+  a.cu_seqlens_q = c.cu_seqlens_q;
+  a.cu_seqlens_k = c.cu_seqlens_k;
+  a.seq_lens_k = c.seq_lens_k;
+  a.block_table = c.block_table;
+  a.workspace = c.workspace;
+  a.workspace_bytes = c.workspace_bytes;
+  a.batch = c.batch;
+  a.num_q_heads = static_cast<int>(hq);
+  a.num_kv_heads = static_cast<int>(hkv);
+  a.total_q = c.q.shape[0];
+  a.total_kv = paged ? 0 : c.k.shape[0];
+  a.num_pages = paged ? c.k.shape[0] : 0;
+  a.block_table_stride = c.block_table_stride;
+  a.max_q_len = c.max_q_len;
+  a.max_kv_len = c.max_kv_len;
+  a.scale = c.scale;
+  return true;
+}
+
+int64_t attentionWorkspaceBytes(Runtime &runtime, const AttentionCall &call, std::string &error) {
+  Spec spec;
+  AttentionArgs args;
+  if (!deriveAttention(call, runtime.target(), spec, args, error))
+    return -1;
+  KernelLookup k = runtime.kernel(spec);
+  if (!k) {
+    error = k.error;
+    return -1;
+  }
+  return static_cast<int64_t>(k.kernel->workspaceBytes(args));
+}
+
+bool attention(Runtime &runtime, const AttentionCall &call, CUstream stream, std::string &error) {
+  Spec spec;
+  AttentionArgs args;
+  if (!deriveAttention(call, runtime.target(), spec, args, error))
+    return false;
+  KernelLookup k = runtime.kernel(spec);
+  if (!k) {
+    error = k.error;
+    return false;
+  }
+  return k.kernel->launch(args, stream, error);
+}
+
+} // namespace attn

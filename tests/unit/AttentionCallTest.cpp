@@ -1,0 +1,93 @@
+//===- AttentionCallTest.cpp - The spec a call's tensors imply (no GPU) ---===//
+
+#include "attnc/Attention.h"
+
+#include <catch2/catch.hpp>
+
+using namespace attn;
+
+namespace {
+AttentionCall pagedDecode() {
+  AttentionCall c;
+  c.q = {0x1000, {4, 32, 128}, DType::BF16};
+  c.out = {0x2000, {4, 32, 128}, DType::BF16};
+  c.k = {0x3000, {256, 16, 8, 128}, DType::BF16};
+  c.v = {0x4000, {256, 16, 8, 128}, DType::BF16};
+  c.cu_seqlens_q = 0x5000;
+  c.seq_lens_k = 0x6000;
+  c.block_table = 0x7000;
+  c.batch = 4;
+  c.block_table_stride = 64;
+  c.max_q_len = 1;
+  c.max_kv_len = 1024;
+  return c;
+}
+} // namespace
+
+TEST_CASE("a call's tensors give the spec: paged decode, contiguous prefill", "[attention]") {
+  Spec spec;
+  AttentionArgs args;
+  std::string error;
+  REQUIRE(deriveAttention(pagedDecode(), Target::SM90a, spec, args, error));
+  CHECK(spec.str() == "mode=decode,head_dim=128,dtype=bf16,tile_q=1,tile_kv=64,mask=none,"
+                      "page_size=16,gqa=4,return_lse=false,target=sm_90a,split_kv=auto");
+  CHECK(args.num_pages == 256);
+  CHECK(args.num_q_heads == 32);
+  CHECK(args.num_kv_heads == 8);
+  CHECK(args.total_q == 4);
+
+  AttentionCall p;
+  p.q = p.out = {0x1000, {8192, 16, 64}, DType::F16};
+  p.k = p.v = {0x2000, {8192, 16, 64}, DType::F16};
+  p.lse = {0x3000, {8192, 16}, DType::F32};
+  p.cu_seqlens_q = p.cu_seqlens_k = 0x4000;
+  p.batch = 2;
+  p.max_q_len = p.max_kv_len = 4096;
+  p.causal = true;
+  REQUIRE(deriveAttention(p, Target::SM80, spec, args, error));
+  CHECK(spec.mode == Mode::Prefill);
+  CHECK(spec.dtype == DType::F16);
+  CHECK(spec.head_dim == 64);
+  CHECK(spec.mask.kind == MaskKind::Causal);
+  CHECK(spec.return_lse);
+  CHECK(spec.target == Target::SM80);
+  CHECK(args.total_kv == 8192);
+  p.window = 256;
+  REQUIRE(deriveAttention(p, Target::SM80, spec, args, error));
+  CHECK(spec.mask.str() == "sliding_window(256)");
+}
+
+TEST_CASE("tensors that do not fit together are refused by name", "[attention]") {
+  struct Case {
+    const char *want;
+    void (*edit)(AttentionCall &);
+  };
+  const Case cases[] = {
+      {"q has shape [4, 32]: expected [total_q, heads, head_dim]",
+       [](AttentionCall &c) { c.q.shape = {4, 32}; }},
+      {"v has shape [256, 16, 8, 64] but k has [256, 16, 8, 128]",
+       [](AttentionCall &c) { c.v.shape = {256, 16, 8, 64}; }},
+      {"out has shape [4, 32, 64] but q has [4, 32, 128]",
+       [](AttentionCall &c) { c.out.shape = {4, 32, 64}; }},
+      {"k is f16 but q is bf16", [](AttentionCall &c) { c.k.dtype = DType::F16; }},
+      {"q has 30 heads, not a multiple of k's 8 (GQA)",
+       [](AttentionCall &c) { c.q.shape = c.out.shape = {4, 30, 128}; }},
+      {"lse must be f32 [total_q, heads] = [4, 32], got f32 [4, 8]",
+       [](AttentionCall &c) { c.lse = {0x8000, {4, 8}, DType::F32}; }},
+      {"the tensors imply invalid spec: head_dim = 100",
+       [](AttentionCall &c) {
+         c.q.shape = c.out.shape = {4, 32, 100};
+         c.k.shape = c.v.shape = {256, 16, 8, 100};
+       }},
+  };
+  for (const Case &c : cases) {
+    AttentionCall call = pagedDecode();
+    c.edit(call);
+    Spec spec;
+    AttentionArgs args;
+    std::string error;
+    INFO(c.want);
+    CHECK_FALSE(deriveAttention(call, Target::SM90a, spec, args, error));
+    CHECK(error.rfind(c.want, 0) == 0);
+  }
+}
