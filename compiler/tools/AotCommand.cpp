@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -111,7 +112,58 @@ std::string bundleSource(const std::string &name, const std::vector<Job> &jobs) 
 }
 } // namespace
 
+/// `attnc aot --verify DIR`: every kernel the manifest lists is in cubins/
+/// with its size and checksum, and bundle.cpp registers it.
+int verify(const std::string &dir) {
+  std::ifstream manifest(dir + "/manifest.txt");
+  if (!manifest)
+    return fail(dir + "/manifest.txt: cannot open (not a bundle folder?)");
+  std::ifstream sourceIn(dir + "/bundle.cpp");
+  if (!sourceIn)
+    return fail(dir + "/bundle.cpp: cannot open");
+  std::stringstream source;
+  source << sourceIn.rdbuf();
+  int problems = 0, kernels = 0;
+  std::string line;
+  for (int number = 1; std::getline(manifest, line); ++number) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    std::istringstream fields(line);
+    std::string arch, spec, file, fnv;
+    long long threads, shared, merge, regs, spills, bytes;
+    auto where = dir + "/manifest.txt:" + std::to_string(number) + ": ";
+    if (!(fields >> arch >> spec >> file >> threads >> shared >> merge >> regs >> spills >> bytes >>
+          fnv)) {
+      llvm::errs() << "attnc aot: " << where << "not a manifest line\n";
+      ++problems;
+      continue;
+    }
+    ++kernels;
+    std::ifstream in(dir + "/" + file, std::ios::binary);
+    std::vector<char> cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ostringstream sum;
+    sum << std::hex << fnv1a(cubin);
+    if (!in.good() && cubin.empty())
+      llvm::errs() << "attnc aot: " << where << file << " is missing\n", ++problems;
+    else if (static_cast<long long>(cubin.size()) != bytes || sum.str() != fnv)
+      llvm::errs() << "attnc aot: " << where << file << " is corrupted (" << cubin.size()
+                   << " bytes, checksum " << sum.str() << "; the manifest says " << bytes
+                   << " bytes, " << fnv << ")\n",
+          ++problems;
+    if (source.str().find("{\"" + spec + "\", \"" + arch + "\"") == std::string::npos)
+      llvm::errs() << "attnc aot: " << where << "bundle.cpp does not register " << arch << " "
+                   << spec << "\n",
+          ++problems;
+  }
+  if (problems)
+    return fail(std::to_string(problems) + " problem(s) in " + dir);
+  llvm::outs() << dir << ": " << kernels << " kernels, cubins and bundle.cpp match the manifest\n";
+  return 0;
+}
+
 int aot(const AotOptions &o) {
+  if (!o.verify.empty())
+    return verify(o.verify);
   if (o.specsFile.empty() || o.output.empty())
     return fail("--specs FILE and -o DIR are required");
   std::vector<std::string> archs;

@@ -142,6 +142,12 @@ static cl::opt<bool> aotSkipBad("skip-bad",
                                 cl::desc("Report bad lines and compile the others (default: "
                                          "report them all and stop)"),
                                 cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
+static cl::opt<std::string> aotVerify("verify",
+                                      cl::desc("Check a bundle folder: every cubin the manifest "
+                                               "lists is there, intact, and registered by "
+                                               "bundle.cpp"),
+                                      cl::value_desc("dir"), cl::sub(aotCmd),
+                                      cl::cat(attncCategory));
 static cl::opt<bool> aotForce("force", cl::desc("Replace an existing bundle folder"),
                               cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 
@@ -431,6 +437,7 @@ int main(int argc, char **argv) {
     o.jobs = aotJobs;
     o.skipBad = aotSkipBad;
     o.force = aotForce;
+    o.verify = aotVerify;
     return attn::cli::aot(o);
   }
   if (tuneCmd) {
