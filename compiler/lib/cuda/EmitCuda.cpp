@@ -278,7 +278,7 @@ void printPrefill(std::ostringstream &o, const KernelPlan &plan, const PrefillLa
   // steps: one copy of the loop body (a copy per class would double the
   // registers live across the loops and the compile time).
   bool masked = false;
-  o << "\n  // attn-mask-tiles: the steps in [lo, hi); by class:\n";
+  o << "\n  // attn-mask-tiles: the steps in [lo, hi) (the IR's classes, per step of kStepKV keys):\n";
   for (const auto &kv : plan.loops) {
     o << "  //   [" << kv.lower << ", " << kv.upper << "): " << kv.why << "\n";
     masked |= kv.masked;

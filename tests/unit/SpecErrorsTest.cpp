@@ -1,0 +1,425 @@
+//===- SpecErrorsTest.cpp - Every rule that rejects a spec ----------------===//
+//
+// Each rule of the spec library with the exact one-line message a user sees.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SpecTestUtil.h"
+#include "attn/Spec.h"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace attn;
+using namespace attn::spectest;
+
+//===----------------------------------------------------------------------===//
+// Parser errors
+//===----------------------------------------------------------------------===//
+
+TEST_CASE("an unknown field is rejected with the list of known fields",
+          "[spec][errors]") {
+  const std::string known =
+      "unknown field (known fields: mode, head_dim, dtype, tile_q, tile_kv, "
+      "mask, page_size, gqa, return_lse, target, split_kv)";
+  CHECK(parseError("heads=8") == "invalid spec: 'heads' = '8': " + known);
+  CHECK(parseError("mode=prefill, Mode=decode") ==
+        "invalid spec: 'Mode' = 'decode': " + known);
+  CHECK(parseError("=5") == "invalid spec: '' = '5': " + known);
+  CHECK(parseError("a=b=c") == "invalid spec: 'a' = 'b=c': " + known);
+  // Long or unprintable text is shortened and escaped in the message.
+  CHECK(parseError(std::string(50, 'x') + "=1") ==
+        "invalid spec: '" + std::string(40, 'x') + "...' = '1': " + known);
+  CHECK(parseError("fi\x01ld=1") == "invalid spec: 'fi?ld' = '1': " + known);
+}
+
+TEST_CASE("malformed field lists are rejected", "[spec][errors]") {
+  checkErrors({
+      {"mode=prefill,mode=decode",
+       "invalid spec: mode = 'decode': field given twice"},
+      {"gqa=4, gqa = 4", "invalid spec: gqa = '4': field given twice"},
+      {"gqa=4,gqa=", "invalid spec: gqa = '': field given twice"},
+      {"head_dim=", "invalid spec: head_dim = '': missing value"},
+      {"mode=decode,mask=  ", "invalid spec: mask = '': missing value"},
+      {"head_dim", "invalid spec: spec = 'head_dim': expected field=value"},
+      {"causal", "invalid spec: spec = 'causal': expected field=value"},
+      {"mode=prefill,", "invalid spec: spec = '': expected field=value"},
+      {",mode=prefill", "invalid spec: spec = '': expected field=value"},
+      {"mode=prefill,,gqa=2", "invalid spec: spec = '': expected field=value"},
+      {"mode=prefill;gqa=2",
+       "invalid spec: mode = 'prefill;gqa=2': expected prefill or decode"},
+  });
+}
+
+TEST_CASE("bad enumerated values are rejected", "[spec][errors]") {
+  checkErrors({
+      {"mode=train", "invalid spec: mode = 'train': expected prefill or decode"},
+      {"mode=Decode", "invalid spec: mode = 'Decode': expected prefill or decode"},
+      {"mode=pre\x01" "fill",
+       "invalid spec: mode = 'pre?fill': expected prefill or decode"},
+      {"dtype=fp8", "invalid spec: dtype = 'fp8': expected f16, bf16, f32 or f64"},
+      {"dtype=float32",
+       "invalid spec: dtype = 'float32': expected f16, bf16, f32 or f64"},
+      {"target=sm_100",
+       "invalid spec: target = 'sm_100': expected sm_80, sm_90a or cpu"},
+      {"target=sm_90",
+       "invalid spec: target = 'sm_90': expected sm_80, sm_90a or cpu"},
+      {"return_lse=yes", "invalid spec: return_lse = 'yes': expected true or false"},
+      {"return_lse=1", "invalid spec: return_lse = '1': expected true or false"},
+      {"mask=full",
+       "invalid spec: mask = 'full': expected none, causal or sliding_window(W)"},
+      {"mask=Causal",
+       "invalid spec: mask = 'Causal': expected none, causal or sliding_window(W)"},
+      {"mask=sliding_window(7",
+       "invalid spec: mask = 'sliding_window(7': expected none, causal or "
+       "sliding_window(W)"},
+      {"mask=sliding_window (7)",
+       "invalid spec: mask = 'sliding_window (7)': expected none, causal or "
+       "sliding_window(W)"},
+      {"mask=sliding_window(x)",
+       "invalid spec: mask = 'sliding_window(x)': the window of "
+       "sliding_window(W) must be an integer >= 1"},
+      {"mask=sliding_window()",
+       "invalid spec: mask = 'sliding_window()': the window of "
+       "sliding_window(W) must be an integer >= 1"},
+      {"mask=sliding_window(-3)",
+       "invalid spec: mask = 'sliding_window(-3)': the window of "
+       "sliding_window(W) must be an integer >= 1"},
+      {"mask=sliding_window(1234567890)",
+       "invalid spec: mask = 'sliding_window(1234567890)': the window of "
+       "sliding_window(W) must be an integer >= 1"},
+  });
+}
+
+TEST_CASE("numbers must be non-negative decimal integers", "[spec][errors]") {
+  checkErrors({
+      {"head_dim=12x",
+       "invalid spec: head_dim = '12x': expected a non-negative integer"},
+      {"head_dim=-64",
+       "invalid spec: head_dim = '-64': expected a non-negative integer"},
+      {"head_dim=+64",
+       "invalid spec: head_dim = '+64': expected a non-negative integer"},
+      {"head_dim=6 4",
+       "invalid spec: head_dim = '6 4': expected a non-negative integer"},
+      {"head_dim=1234567890",
+       "invalid spec: head_dim = '1234567890': expected a non-negative integer"},
+      {"head_dim=0x40",
+       "invalid spec: head_dim = '0x40': expected a non-negative integer"},
+      {"tile_q=1.5", "invalid spec: tile_q = '1.5': expected a non-negative integer"},
+      {"tile_kv=big",
+       "invalid spec: tile_kv = 'big': expected a non-negative integer"},
+      {"page_size=16k",
+       "invalid spec: page_size = '16k': expected a non-negative integer"},
+      {"gqa=-1", "invalid spec: gqa = '-1': expected a non-negative integer"},
+      {"tile_q=0",
+       "invalid spec: tile_q = '0': must be >= 1 (leave it out for the target's "
+       "default)"},
+      {"tile_kv=000",
+       "invalid spec: tile_kv = '000': must be >= 1 (leave it out for the "
+       "target's default)"},
+  });
+}
+
+TEST_CASE("split_kv applies to decode only and must be auto or a count",
+          "[spec][errors]") {
+  checkErrors({
+      {"split_kv=4", "invalid spec: split_kv = 4: applies to mode = decode only"},
+      {"mode=prefill,split_kv=auto",
+       "invalid spec: split_kv = auto: applies to mode = decode only"},
+      {"split_kv=auto,mode=prefill,page_size=16",
+       "invalid spec: split_kv = auto: applies to mode = decode only"},
+      {"mode=decode,page_size=16,split_kv=0",
+       "invalid spec: split_kv = '0': expected auto or a number of splits >= 1"},
+      {"mode=decode,page_size=16,split_kv=many",
+       "invalid spec: split_kv = 'many': expected auto or a number of splits >= 1"},
+      {"mode=decode,page_size=16,split_kv=Auto",
+       "invalid spec: split_kv = 'Auto': expected auto or a number of splits >= 1"},
+      {"mode=decode,page_size=16,split_kv=-2",
+       "invalid spec: split_kv = '-2': expected auto or a number of splits >= 1"},
+      {"mode=decode,page_size=16,split_kv=1025",
+       "invalid spec: split_kv = 1025: must be auto or a number of splits in "
+       "1..1024"},
+  });
+  CHECK(parseValid("mode=decode,page_size=16,split_kv=1024").split_kv == 1024);
+}
+
+TEST_CASE("the first error in the text wins", "[spec][errors]") {
+  // Parse errors come in the order written, before any validation rule.
+  CHECK(parseError("mode=train,dtype=fp8") ==
+        "invalid spec: mode = 'train': expected prefill or decode");
+  CHECK(parseError("head_dim=16,mode=bogus") ==
+        "invalid spec: mode = 'bogus': expected prefill or decode");
+  // Among validation rules, head_dim is checked before dtype and tiles.
+  CHECK(parseError("head_dim=8,dtype=f32,tile_q=7") ==
+        "invalid spec: head_dim = 8: must be in 32..256");
+}
+
+//===----------------------------------------------------------------------===//
+// Validation errors
+//===----------------------------------------------------------------------===//
+
+TEST_CASE("head_dim must be in 32..256 and a multiple of 16 on a GPU",
+          "[spec][errors]") {
+  checkErrors({
+      {"head_dim=0", "invalid spec: head_dim = 0: must be in 32..256"},
+      {"head_dim=16", "invalid spec: head_dim = 16: must be in 32..256"},
+      {"head_dim=31", "invalid spec: head_dim = 31: must be in 32..256"},
+      {"head_dim=272", "invalid spec: head_dim = 272: must be in 32..256"},
+      {"head_dim=257,target=cpu",
+       "invalid spec: head_dim = 257: must be in 32..256"},
+      {"head_dim=40",
+       "invalid spec: head_dim = 40: must be a multiple of 16 on target = sm_90a"},
+      {"head_dim=40,target=sm_80",
+       "invalid spec: head_dim = 40: must be a multiple of 16 on target = sm_80"},
+      {"head_dim=33,mode=decode,page_size=8",
+       "invalid spec: head_dim = 33: must be a multiple of 16 on target = sm_90a"},
+  });
+  // The CPU takes any head_dim in range.
+  for (int hd : {32, 33, 40, 100, 255, 256}) {
+    INFO("head_dim=" << hd);
+    CHECK(parseValid("target=cpu,head_dim=" + std::to_string(hd)).head_dim == hd);
+  }
+}
+
+TEST_CASE("each target accepts only its own dtypes", "[spec][errors]") {
+  checkErrors({
+      {"dtype=f32",
+       "invalid spec: dtype = f32: target = sm_90a supports f16 and bf16 (f32 "
+       "and f64 run on target = cpu)"},
+      {"dtype=f64,target=sm_80",
+       "invalid spec: dtype = f64: target = sm_80 supports f16 and bf16 (f32 "
+       "and f64 run on target = cpu)"},
+      {"target=cpu,dtype=bf16",
+       "invalid spec: dtype = bf16: target = cpu supports f32 and f64 (f16 and "
+       "bf16 run on sm_80 and sm_90a)"},
+      {"dtype=f16,target=cpu",
+       "invalid spec: dtype = f16: target = cpu supports f32 and f64 (f16 and "
+       "bf16 run on sm_80 and sm_90a)"},
+  });
+}
+
+TEST_CASE("gqa must be in 1..256", "[spec][errors]") {
+  checkErrors({
+      {"gqa=0",
+       "invalid spec: gqa = 0: must be in 1..256 (num_q_heads / num_kv_heads)"},
+      {"gqa=257",
+       "invalid spec: gqa = 257: must be in 1..256 (num_q_heads / num_kv_heads)"},
+      {"gqa=1000,target=cpu",
+       "invalid spec: gqa = 1000: must be in 1..256 (num_q_heads / "
+       "num_kv_heads)"},
+  });
+  CHECK(parseValid("gqa=256").gqa == 256);
+  CHECK(parseValid("gqa=256,target=cpu,mode=decode,page_size=4").gqa == 256);
+}
+
+TEST_CASE("page_size must be 0 or 1..65536 and decode needs pages",
+          "[spec][errors]") {
+  checkErrors({
+      {"page_size=65537",
+       "invalid spec: page_size = 65537: must be 0 (contiguous KV) or a number "
+       "of tokens per page in 1..65536"},
+      {"page_size=999999999,target=cpu",
+       "invalid spec: page_size = 999999999: must be 0 (contiguous KV) or a "
+       "number of tokens per page in 1..65536"},
+      {"mode=decode",
+       "invalid spec: page_size = 0: mode = decode reads a paged KV cache: "
+       "page_size must be >= 1"},
+      {"mode=decode,page_size=0,target=cpu",
+       "invalid spec: page_size = 0: mode = decode reads a paged KV cache: "
+       "page_size must be >= 1"},
+  });
+  CHECK(parseValid("page_size=65536").page_size == 65536);
+}
+
+TEST_CASE("a sliding window must hold at least one key", "[spec][errors]") {
+  checkErrors({
+      {"mask=sliding_window(0)",
+       "invalid spec: mask = sliding_window(0): the window must be >= 1 key"},
+      {"mask=sliding_window(000),target=cpu",
+       "invalid spec: mask = sliding_window(0): the window must be >= 1 key"},
+  });
+  CHECK(parseValid("mask=sliding_window(1)").mask ==
+        Mask{MaskKind::SlidingWindow, 1});
+}
+
+TEST_CASE("CPU tiles must be in 1..4096", "[spec][errors]") {
+  checkErrors({
+      {"target=cpu,tile_q=4097",
+       "invalid spec: tile_q = 4097: must be in 1..4096 on target = cpu"},
+      {"target=cpu,tile_kv=5000",
+       "invalid spec: tile_kv = 5000: must be in 1..4096 on target = cpu"},
+      {"target=cpu,mode=decode,page_size=1,tile_q=4097",
+       "invalid spec: tile_q = 4097: must be in 1..4096 on target = cpu"},
+  });
+  Spec s = parseValid("target=cpu,tile_q=4096,tile_kv=1");
+  CHECK(s.tile_q == 4096);
+  CHECK(s.tile_kv == 1);
+}
+
+TEST_CASE("GPU prefill tiles must be multiples of 16 in 16..256",
+          "[spec][errors]") {
+  checkErrors({
+      {"tile_q=8",
+       "invalid spec: tile_q = 8: must be a multiple of 16 in 16..256 for mode "
+       "= prefill on a GPU target"},
+      {"tile_q=24",
+       "invalid spec: tile_q = 24: must be a multiple of 16 in 16..256 for "
+       "mode = prefill on a GPU target"},
+      {"tile_q=272,head_dim=32",
+       "invalid spec: tile_q = 272: must be a multiple of 16 in 16..256 for "
+       "mode = prefill on a GPU target"},
+      {"tile_kv=8",
+       "invalid spec: tile_kv = 8: must be a multiple of 16 in 16..256 on a GPU "
+       "target"},
+      {"tile_kv=40,target=sm_80",
+       "invalid spec: tile_kv = 40: must be a multiple of 16 in 16..256 on a "
+       "GPU target"},
+      {"tile_kv=512,head_dim=32",
+       "invalid spec: tile_kv = 512: must be a multiple of 16 in 16..256 on a "
+       "GPU target"},
+  });
+}
+
+TEST_CASE("GPU decode tiles take 1..16 query tokens and at most 128 query rows",
+          "[spec][errors]") {
+  checkErrors({
+      {"mode=decode,page_size=16,tile_q=17",
+       "invalid spec: tile_q = 17: must be in 1..16 query tokens for mode = "
+       "decode on a GPU target"},
+      {"mode=decode,page_size=16,tile_kv=24",
+       "invalid spec: tile_kv = 24: must be a multiple of 16 in 16..256 on a "
+       "GPU target"},
+      {"mode=decode,page_size=16,tile_kv=272",
+       "invalid spec: tile_kv = 272: must be a multiple of 16 in 16..256 on a "
+       "GPU target"},
+      {"mode=decode,page_size=16,tile_q=16,gqa=16",
+       "invalid spec: gqa = 16: tile_q * gqa = 256 query rows exceed 128 per "
+       "thread block in mode = decode"},
+      {"mode=decode,page_size=16,gqa=129",
+       "invalid spec: gqa = 129: tile_q * gqa = 129 query rows exceed 128 per "
+       "thread block in mode = decode"},
+      {"mode=decode,page_size=16,tile_q=3,gqa=43,target=sm_80",
+       "invalid spec: gqa = 43: tile_q * gqa = 129 query rows exceed 128 per "
+       "thread block in mode = decode"},
+  });
+  // Odd decode tile_q is fine, and 128 rows exactly is the limit.
+  CHECK(parseValid("mode=decode,page_size=16,tile_q=3").tile_q == 3);
+  CHECK(parseValid("mode=decode,page_size=16,tile_q=16,gqa=8").gqa == 8);
+  CHECK(parseValid("mode=decode,page_size=16,gqa=128").gqa == 128);
+  // The row limit is a GPU rule: the CPU takes any group size.
+  CHECK(parseValid("mode=decode,page_size=16,tile_q=16,gqa=256,target=cpu").gqa ==
+        256);
+}
+
+TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
+  // (tile_q + 2 stages * (K + V) * tile_kv) * head_dim * bytes per element.
+  const int64_t sm90aLimit = 227 * 1024, sm80Limit = 163 * 1024;
+  CHECK(sharedMemoryLimit(Target::SM90a) == sm90aLimit);
+  CHECK(sharedMemoryLimit(Target::SM80) == sm80Limit);
+  CHECK(sharedMemoryLimit(Target::CPU) == 0);
+
+  const int64_t big = (128 + 2 * 2 * 128) * 256 * 2; // 327680 bytes
+  CHECK(sharedMemoryBytes(parseValid("target=cpu,head_dim=256,tile_q=128,"
+                                     "tile_kv=128,dtype=f32")) ==
+        (128 + 4 * 128) * 256 * 4);
+  checkErrors({
+      {"head_dim=256,tile_q=128,tile_kv=128",
+       "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 2 stages "
+       "of K and V tiles need 327680 bytes of shared memory, target = sm_90a "
+       "has 232448 per block"},
+      // sm_80 defaults for head_dim 256 (64 x 64) fit; a wider KV tile does not.
+      {"head_dim=256,tile_kv=80,target=sm_80",
+       "invalid spec: tile_kv = 80: tiles do not fit: the Q tile and 2 stages "
+       "of K and V tiles need 196608 bytes of shared memory, target = sm_80 has "
+       "166912 per block"},
+      // Decode counts the Q rows of the whole GQA group, at least the 16
+      // rows of an mma tile.
+      {"mode=decode,page_size=16,head_dim=256,tile_kv=256,gqa=32",
+       "invalid spec: tile_kv = 256: tiles do not fit: the Q tile and 2 stages "
+       "of K and V tiles need 540672 bytes of shared memory, target = sm_90a "
+       "has 232448 per block"},
+      // 8 rows of a group would leave 1 KiB to spare; the kernel stages 16.
+      {"mode=decode,page_size=16,head_dim=128,tile_kv=224,gqa=8",
+       "invalid spec: tile_kv = 224: tiles do not fit: the Q tile and 2 stages "
+       "of K and V tiles need 233472 bytes of shared memory, target = sm_90a "
+       "has 232448 per block"},
+  });
+  CHECK(big == 327680);
+  CHECK((64 + 4 * 80) * 256 * 2 == 196608);
+  CHECK((32 + 4 * 256) * 256 * 2 == 540672);
+  CHECK((16 + 4 * 224) * 128 * 2 == 233472);
+  CHECK(sharedMemoryBytes(parseValid("mode=decode,page_size=16,gqa=4")) == (16 + 4 * 64) * 128 * 2);
+
+  // Large tiles that still fit pass; a little more does not.
+  Spec s = parseValid("head_dim=128,tile_q=128,tile_kv=176");
+  CHECK(sharedMemoryBytes(s) == (128 + 4 * 176) * 128 * 2);
+  CHECK(sharedMemoryBytes(s) <= sm90aLimit);
+  CHECK(parseError("head_dim=128,tile_q=256,tile_kv=192") ==
+        "invalid spec: tile_kv = 192: tiles do not fit: the Q tile and 2 stages "
+        "of K and V tiles need " +
+            std::to_string((256 + 4 * 192) * 128 * 2) +
+            " bytes of shared memory, target = sm_90a has 232448 per block");
+  // The CPU has no shared-memory rule.
+  CHECK(parseValid("target=cpu,head_dim=256,tile_q=4096,tile_kv=4096").tile_q ==
+        4096);
+}
+
+TEST_CASE("validateSpec rejects hand-built specs the parser cannot produce",
+          "[spec][errors]") {
+  Spec s;
+  applyDefaultTiles(s);
+  REQUIRE_FALSE(validateSpec(s).has_value());
+
+  SECTION("tiles left at zero on a GPU") {
+    Spec t;
+    REQUIRE(validateSpec(t).has_value());
+    CHECK(validateSpec(t)->message() ==
+          "invalid spec: tile_q = 0: must be a multiple of 16 in 16..256 for "
+          "mode = prefill on a GPU target");
+  }
+  SECTION("tiles left at zero on the CPU") {
+    Spec t;
+    t.target = Target::CPU;
+    t.dtype = DType::F32;
+    REQUIRE(validateSpec(t).has_value());
+    CHECK(validateSpec(t)->message() ==
+          "invalid spec: tile_q = 0: must be in 1..4096 on target = cpu");
+    t.tile_q = 1;
+    CHECK(validateSpec(t)->message() ==
+          "invalid spec: tile_kv = 0: must be in 1..4096 on target = cpu");
+  }
+  SECTION("decode with a zero tile_q on a GPU") {
+    Spec t = s;
+    t.mode = Mode::Decode;
+    t.page_size = 16;
+    t.tile_q = 0;
+    CHECK(validateSpec(t)->message() ==
+          "invalid spec: tile_q = 0: must be in 1..16 query tokens for mode = "
+          "decode on a GPU target");
+  }
+  SECTION("a negative page size or split count") {
+    Spec t = s;
+    t.page_size = -1;
+    CHECK(validateSpec(t)->message() ==
+          "invalid spec: page_size = -1: must be 0 (contiguous KV) or a number "
+          "of tokens per page in 1..65536");
+    Spec u = s;
+    u.mode = Mode::Decode;
+    u.page_size = 16;
+    u.tile_q = 1;
+    u.split_kv = -1;
+    CHECK(validateSpec(u)->message() ==
+          "invalid spec: split_kv = -1: must be auto or a number of splits in "
+          "1..1024");
+  }
+  SECTION("a sliding window of zero keys") {
+    Spec t = s;
+    t.mask = {MaskKind::SlidingWindow, 0};
+    CHECK(validateSpec(t)->message() ==
+          "invalid spec: mask = sliding_window(0): the window must be >= 1 key");
+  }
+}
