@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <unistd.h>
 
@@ -147,12 +148,17 @@ void TuningTable::install(const TuningTable *table) {
 }
 
 std::string TuningTable::installDefault() {
+  // Once per process: every runtime the C API creates calls this, possibly
+  // from several threads, and an installed table must not change under a
+  // thread that is parsing a spec.
   static TuningTable table;
-  std::string error;
-  if (!table.load(defaultPath(), error))
-    return error;
-  install(&table);
-  return "";
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (table.load(defaultPath(), error))
+      install(&table);
+  });
+  return error;
 }
 
 } // namespace attn

@@ -47,7 +47,8 @@ public:
   /// Makes `table` the one applyDefaultTiles consults (nullptr: none). The
   /// table must outlive its installation.
   static void install(const TuningTable *table);
-  /// Loads the default file and installs it for the life of the process;
+  /// Loads the default file and installs it for the life of the process,
+  /// the first time it is called (later calls return the first outcome);
   /// "" on success (also when there is no file), else the problem (the
   /// built-in defaults stay in force).
   static std::string installDefault();

@@ -203,13 +203,13 @@ class Runtime:
     def prepare(self, specs, threads=0):
         """JIT at model load: the kernels of all specs, the missing ones compiled
         in parallel (threads=0: one per hardware thread). Returns them in order."""
-        todo = [s for s in dict.fromkeys(specs) if s not in self._kernels]
-        if todo:
-            names = (ctypes.c_char_p * len(todo))(*[s.encode() for s in todo])
-            handles = (ctypes.c_void_p * len(todo))()
-            _check(_library().attnc_runtime_prepare(self._handle, names, len(todo), threads,
+        missing = [s for s in dict.fromkeys(specs) if s not in self._kernels]
+        if missing:
+            names = (ctypes.c_char_p * len(missing))(*[s.encode() for s in missing])
+            handles = (ctypes.c_void_p * len(missing))()
+            _check(_library().attnc_runtime_prepare(self._handle, names, len(missing), threads,
                                                     handles), "preparing kernels")
-            for s, h in zip(todo, handles):
+            for s, h in zip(missing, handles):
                 self._kernels[s] = Kernel(self, ctypes.c_void_p(h))
         return [self._kernels[s] for s in specs]
 
