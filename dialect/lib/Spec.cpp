@@ -190,13 +190,16 @@ void applyDefaultTiles(Spec &spec) {
     kv = 64;
   } else if (spec.isGPU()) {
     // Measured on the H200 (tests/gpu/RESULTS.md): head_dim 64 runs fastest
-    // with 128-key tiles taken 64 keys per step; head_dim 128 with 32-key
-    // tiles, two in flight (the emitter picks the step and the stages, see
-    // EmitCuda.cpp). 64-key tiles taken 32 keys per step were 1-3 % faster
-    // for head_dim 128 but left ptxas too few registers for the paged, masked
-    // kernels (spills).
+    // with 128-key tiles taken 64 keys per step; head_dim 128 with two tiles
+    // in flight (the emitter picks the step and the stages, see
+    // EmitCuda.cpp): 32-key tiles without a mask, 64-key tiles (taken 32
+    // keys per step) under a causal or window mask, 2 % faster there and
+    // 0.2-1 % slower without one.
+    const bool hd128 = spec.head_dim > 96 && spec.head_dim <= 128;
     q = spec.head_dim <= 128 ? 128 : 64;
-    kv = spec.head_dim <= 64 ? 128 : spec.head_dim > 96 && spec.head_dim <= 128 ? 32 : 64;
+    kv = spec.head_dim <= 64                         ? 128
+         : hd128 && spec.mask.kind == MaskKind::None ? 32
+                                                     : 64;
   }
   if (spec.tile_q == 0)
     spec.tile_q = q;

@@ -4,14 +4,19 @@
 // into this program; its kernels register themselves at start-up. The
 // program lists them and, on a GPU, asks the runtime for each in AOT-only
 // mode (no NVRTC: a spec missing from the bundle is an error, shown at the
-// end) and launches it on random inputs.
+// end), launches it through attn::attention (the one call that derives the
+// spec from the tensors) on random inputs and checks the output against the
+// fp64 reference.
 //
 //===----------------------------------------------------------------------===//
 
+#include "attnc/Attention.h"
 #include "attnc/Bundle.h"
 #include "attnc/Runtime.h"
 #include "reference/GpuHarness.h"
+#include "reference/Harness.h"
 
+#include <cmath>
 #include <cstdio>
 
 int main() {
@@ -31,35 +36,73 @@ int main() {
   rt->setAotOnly(true);
   const CudaDriver *cu = CudaDriver::get(error);
   std::mt19937_64 rng(1);
-  int launched = 0;
+  int checked = 0;
   for (const BundleEntry *e : kernels) {
-    if (rt->target() != parseSpec(e->spec).spec->target)
-      continue; // built for the other architecture
     SpecResult spec = parseSpec(e->spec);
-    KernelLookup k = spec ? rt->kernel(*spec.spec) : KernelLookup{};
+    if (!spec || rt->target() != spec.spec->target)
+      continue; // built for the other architecture
+    // Random sequences (ragged, 2 KV heads) on the device; the output is NaN
+    // until the kernel writes it.
+    const bool decode = spec.spec->mode == Mode::Decode;
+    const std::vector<std::pair<int64_t, int64_t>> lengths =
+        decode ? std::vector<std::pair<int64_t, int64_t>>{{1, 300}, {1, 1000}, {1, 17}}
+               : std::vector<std::pair<int64_t, int64_t>>{{200, 200}, {77, 500}};
+    harness::Batch<float> batch = harness::randomBatch<float>(*spec.spec, lengths, 2, rng);
+    harness::roundInputs(batch);
+    KernelLookup k = rt->kernel(*spec.spec);
     if (!k) {
-      std::printf("%s: %s\n", e->spec, spec ? k.error.c_str() : spec.error->message().c_str());
+      std::printf("%s: %s\n", e->spec, k.error.c_str());
       return 1;
     }
-    const bool decode = spec.spec->mode == Mode::Decode;
-    std::unique_ptr<harness::DeviceBatch> d =
-        harness::benchBatch(cu, *spec.spec, 4, decode ? 1 : 512, 2048, 8, rng);
-    AttentionArgs &a = d->args;
-    a.workspace_bytes = k.kernel->workspaceBytes(a);
-    if (a.workspace_bytes)
-      a.workspace = d->upload(nullptr, a.workspace_bytes);
-    if (!d->error.empty() || !k.kernel->launch(a, nullptr, error) ||
+    const double scale = 1.0 / std::sqrt(double(spec.spec->head_dim));
+    std::unique_ptr<harness::DeviceBatch> d = harness::uploadBatch(cu, *k.kernel, batch, scale, 0);
+    // One call, like torch's scaled_dot_product_attention: attn::attention
+    // derives the spec from the tensors' shapes and dtypes and the mask, and
+    // takes the kernel from the bundle (AOT-only: no NVRTC).
+    const AttentionArgs &a = d->args;
+    const int64_t hq = a.num_q_heads, hkv = a.num_kv_heads, dh = spec.spec->head_dim;
+    const DType t = spec.spec->dtype;
+    AttentionCall call;
+    call.q = call.out = {a.q, {a.total_q, hq, dh}, t};
+    call.out.data = a.o;
+    std::vector<int64_t> kv = {a.total_kv, hkv, dh};
+    if (spec.spec->isPaged())
+      kv = {a.num_pages, spec.spec->page_size, hkv, dh};
+    call.k = {a.k, kv, t};
+    call.v = {a.v, kv, t};
+    call.cu_seqlens_q = a.cu_seqlens_q;
+    call.cu_seqlens_k = a.cu_seqlens_k;
+    call.seq_lens_k = a.seq_lens_k;
+    call.block_table = a.block_table;
+    call.block_table_stride = a.block_table_stride;
+    call.batch = a.batch;
+    call.max_q_len = a.max_q_len;
+    call.max_kv_len = a.max_kv_len;
+    call.causal = spec.spec->mask.kind == MaskKind::Causal;
+    call.workspace = a.workspace;
+    call.workspace_bytes = a.workspace_bytes;
+    if (!d->error.empty() || !attention(*rt, call, nullptr, error) ||
         cu->cuCtxSynchronize() != CUDA_SUCCESS) {
       std::printf("%s: %s%s\n", e->spec, d->error.c_str(), error.c_str());
       return 1;
     }
-    std::printf("%s: from %s in %.3f ms, launched\n", spec.spec->symbol().c_str(), name(k.source),
-                k.seconds * 1e3);
-    ++launched;
+    std::vector<harness::SequenceOutputs> outs = harness::downloadOutputs(*d, batch, error);
+    harness::Errors errors;
+    for (size_t i = 0; i < outs.size(); ++i)
+      harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors);
+    const bool ok = error.empty() && errors.nan == 0 && errors.relative() < 1e-2 &&
+                    errors.fullyMaskedWrong == 0;
+    std::printf("%s: from %s in %.3f ms; attn::attention on %zu sequences: relative error %.1e "
+                "against the fp64 reference, %s\n",
+                spec.spec->symbol().c_str(), name(k.source), k.seconds * 1e3, outs.size(),
+                errors.relative(), ok ? "ok" : "WRONG");
+    if (!ok)
+      return 1;
+    ++checked;
   }
   // Not in the bundle: AOT-only mode refuses to compile it.
   SpecResult other = parseSpec(std::string("head_dim=64,mask=causal,target=") + name(rt->target()));
   KernelLookup miss = rt->kernel(*other.spec);
   std::printf("not bundled: %s\n", miss ? "compiled (unexpected)" : miss.error.c_str());
-  return launched > 0 && !miss ? 0 : 1;
+  return checked > 0 && !miss ? 0 : 1;
 }

@@ -5,7 +5,8 @@
 // lane / 4 and lane / 4 + 8 of the warp's 16 rows, and in each 8-column
 // block the columns 2 * (lane % 4) and 2 * (lane % 4) + 1. Names follow the
 // IR: m (running max), l (running sum of exp), acc (unnormalised output),
-// alpha = exp(m_old - m_new). Scores arrive in the exp2 domain (already
+// alpha = exp(m_old - m_new); on the GPU m is the max up to a slack that
+// saves most rescales (update()). Scores arrive in the exp2 domain (already
 // multiplied by scale * log2 e), so m is in that domain too.
 //
 //===----------------------------------------------------------------------===//
@@ -40,26 +41,45 @@ struct RowState {
         acc[b][i] = 0.f;
   }
 
+  /// How far (in the exp2 domain) a row's max may grow before the state is
+  /// rescaled: while no row of the warp grew by more than this, m stays
+  /// where it was and p = exp2(c s - m) is at most 2^8, which fp32 sums and
+  /// bf16/f16 probabilities hold exactly as well as values up to 1.
+  static constexpr float kRescaleSlack = 8.f;
+
   /// Folds one tile of raw scores s = q . k into the state and turns them
   /// into the probabilities p that multiply V, with c = scale * log2 e
   /// (> 0) folded into one FFMA per score: m_new = max(m, c rowmax(s)),
   /// alpha = exp2(m - m_new), p = exp2(c s - m_new), l = alpha l + sum(p),
   /// acc = alpha acc (the caller then adds p V).
+  ///
+  /// The rescale is lazy: acc/l only need the same reference m, not the
+  /// true max, so while no row of the warp has a max more than
+  /// kRescaleSlack above its m (a warp-wide vote, so the branch is uniform),
+  /// m is kept, alpha is 1 and the kHeadDim / 4 multiplications of acc are
+  /// skipped. After the first tiles the max rarely moves that far, so most
+  /// steps skip them; the result is the same (the final out = acc / l).
   ATTN_DEVICE void update(float (&s)[kScoreBlocks][4], float c) {
+    float m_new[2];
+    bool keep = true;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = ATTN_NEG_INF;
 #pragma unroll
       for (int b = 0; b < kScoreBlocks; ++b)
         tile_max = fmaxf(tile_max, fmaxf(s[b][2 * r], s[b][2 * r + 1]));
-      const float m_new = fmaxf(m[r], quad_max(tile_max) * c); // c > 0: max and scale commute
-      // attn-safe-init: while a row has seen no visible key m_new is -inf;
-      // use 0 as the reference so that exp2(-inf - 0) = 0, never
+      m_new[r] = fmaxf(m[r], quad_max(tile_max) * c); // c > 0: max and scale commute
+      // A row still at m = -inf keeps it only while it stays -inf.
+      keep = keep && m_new[r] <= m[r] + kRescaleSlack;
+    }
+    keep = __all_sync(0xffffffffu, keep);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_ref = keep ? m[r] : m_new[r];
+      // attn-safe-init: while a row has seen no visible key its reference is
+      // -inf; use 0 instead so that exp2(-inf - 0) = 0, never
       // exp2(-inf - -inf) = NaN.
-      const float ref = m_new == ATTN_NEG_INF ? 0.f : m_new;
-      // attn-safe-init: while m is still -inf nothing has been accumulated, and
-      // alpha = exp2(-inf - ref) = 0 rescales nothing: never NaN.
-      const float alpha = fast_exp2(m[r] - ref);
+      const float ref = m_ref == ATTN_NEG_INF ? 0.f : m_ref;
       float sum = 0.f;
 #pragma unroll
       for (int b = 0; b < kScoreBlocks; ++b) {
@@ -67,13 +87,20 @@ struct RowState {
         s[b][2 * r + 1] = fast_exp2(fmaf(s[b][2 * r + 1], c, -ref));
         sum += s[b][2 * r] + s[b][2 * r + 1];
       }
+      if (keep) {
+        l[r] += sum; // alpha = 1
+        continue;
+      }
+      // attn-safe-init: while m is still -inf nothing has been accumulated, and
+      // alpha = exp2(-inf - ref) = 0 rescales nothing: never NaN.
+      const float alpha = fast_exp2(m[r] - ref);
       l[r] = alpha * l[r] + sum;
 #pragma unroll
       for (int b = 0; b < kAccBlocks; ++b) {
         acc[b][2 * r] *= alpha;
         acc[b][2 * r + 1] *= alpha;
       }
-      m[r] = m_new;
+      m[r] = m_new[r];
     }
   }
 

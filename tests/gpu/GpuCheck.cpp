@@ -13,8 +13,8 @@
 // block-table entry outside the cache. --jit times the JIT through the
 // kernel cache (cold NVRTC, disk hit, memory hit); --bench times PERF.md's
 // prefill and paged-decode shapes, once per --variant (extra spec fields such
-// as tile sizes) when given, and for each --source (a kernel printed by
-// `attnc emit` and edited by hand) on the rows of its spec, after checking
+// as tile sizes) when given, and for each --source (a prefill or decode
+// kernel printed by `attnc emit` and edited by hand) on the rows of its spec, after checking
 // its output against the emitted kernel's on the same inputs. Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
@@ -338,6 +338,8 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
     for (bool causal : {false, true})
       for (int n : {1024, 4096, 16384})
         for (const std::string &variant : variants) {
+          if (variant.find("split_kv=") != std::string::npos)
+            continue; // a decode-only field
           const int heads = 2048 / hd, batch = 16384 / n;
           auto kernel = load("dtype=bf16,head_dim=" + std::to_string(hd) +
                              (causal ? ",mask=causal" : "") + with(variant));
@@ -422,6 +424,30 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
       std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d\n", r.batch, r.hq, r.hkv,
                   r.len, mark(fields.empty() ? "" : fields.substr(1)).c_str(), ms, bytes / ms / 1e6,
                   kernel->splits(a));
+      if (fields != decodeVariants.back())
+        continue;
+      // Hand-edited decode kernels of this row's GQA group: same inputs.
+      for (const SourceKernel &src : sources) {
+        const Spec &sp = src.spec;
+        if (sp.mode != Mode::Decode || sp.head_dim != 128 || sp.dtype != DType::BF16 ||
+            sp.page_size != 16 || sp.gqa != r.hq / r.hkv || sp.mask.kind != MaskKind::None)
+          continue;
+        AttentionArgs b = a;
+        const size_t outElems = size_t(r.batch) * r.hq * 128;
+        b.o = d.upload(nullptr, outElems * 2);
+        b.workspace_bytes = src.kernel->workspaceBytes(b);
+        b.workspace = b.workspace_bytes ? d.upload(nullptr, b.workspace_bytes) : 0;
+        const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
+        const double diff = relativeDifference(g, b.o, a.o, outElems);
+        std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d  %s\n", r.batch, r.hq,
+                    r.hkv, r.len, ("[" + src.label + "]").c_str(), srcMs, bytes / srcMs / 1e6,
+                    src.kernel->splits(b),
+                    !error.empty() ? error.c_str()
+                    : diff < 1e-2  ? "(output matches)"
+                                   : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
+        if (!error.empty() || !(diff < 1e-2))
+          return 1;
+      }
     }
   return 0;
 }

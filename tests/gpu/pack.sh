@@ -2,15 +2,21 @@
 # Builds the portable binaries for the GPU machine (MLIR and LLVM linked
 # statically) and packs them small enough to copy: build-static/pack/ holds
 # attn-gpu-check (stripped), attnc.xz (stripped, xz: the CPU JIT inside
-# attnc makes it ~58 MB otherwise) and libattnc.so (the C API, for the Python
-# module and bench/bench.py). tests/gpu/run-on-gpu.sh unpacks attnc.
+# attnc makes it ~58 MB otherwise), libattnc.so (the C API, for the Python
+# module and bench/bench.py) and the two C++ examples that need a GPU to do
+# their work (examples/aot's application with its bundle, examples/jit-at-load).
+# tests/gpu/run-on-gpu.sh unpacks attnc.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-"$root/scripts/build.sh" --static attn-gpu-check attnc attnc_c
+"$root/scripts/build.sh" --static attn-gpu-check attnc attnc_c \
+  attn-aot-example attn-jit-at-load-example
 pack="$root/build-static/pack"
 mkdir -p "$pack"
 strip -o "$pack/attn-gpu-check" "$root/build-static/bin/attn-gpu-check"
 strip -o "$pack/attnc" "$root/build-static/bin/attnc"
 strip -o "$pack/libattnc.so" "$root/build-static/lib/libattnc.so"
+for example in attn-aot-example attn-jit-at-load-example; do
+  strip -o "$pack/$example" "$root/build-static/examples/$example"
+done
 xz -T2 -6 -f "$pack/attnc"
 ls -la "$pack"

@@ -7,7 +7,11 @@
 # 2. JIT latency through the kernel cache: cold NVRTC, disk hit, memory hit.
 # 3. attnc run --target gpu on random and ragged inputs.
 # 4. compute-sanitizer memcheck and racecheck on a small case of each family.
-# 5. With --bench: PERF.md's shapes, attnc then PyTorch SDPA in the same run,
+# 5. The examples that need a GPU: the AOT application (AOT-only, one
+#    attn::attention call per kernel, checked against the reference), JIT at
+#    model load (cold, memory-warm, disk-warm), the Llama from transformers
+#    with attnc's attention (logits against SDPA's).
+# 6. With --bench: PERF.md's shapes, attnc then PyTorch SDPA in the same run,
 #    then bench/bench.py (attnc through Python against SDPA and FlexAttention).
 # Last, a short summary (tests/gpu/ratios.py --summary), saved with every row as
 # LOG_DIR/results.json.
@@ -42,6 +46,15 @@ for tool in memcheck racecheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
   echo "$tool: $(tail -n 1 "$logs/$tool.log")"
 done
+for example in attn-aot-example "attn-jit-at-load-example --threads 16"; do
+  # shellcheck disable=SC2086
+  "$pack"/$example 2>&1 | tee -a "$logs/examples.log" || status=1
+done
+if [ -f "$pack/libattnc.so" ]; then
+  ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/examples/python/llama.py" 2>&1 |
+    grep -v Warning | tee -a "$logs/examples.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 if [ $bench = 1 ]; then
   "$check" --bench 2>&1 | tee "$logs/bench.log" || status=1
   python3 "$root/tests/gpu/sdpa_anchor.py" 2>&1 | tee "$logs/sdpa.log" || status=1

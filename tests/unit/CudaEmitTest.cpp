@@ -65,13 +65,20 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
   // Fully visible steps skip the mask arithmetic.
   CHECK(src.find("if (step < steps.full_lo || step >= steps.full_hi)\n        apply_mask<Cfg>") !=
         std::string::npos);
-  // head_dim 128 with 32-key tiles: 32 rows per warp, 4 warps for 128 rows,
-  // one step per tile, two K/V stages.
+  // head_dim 128, causal: 64-key tiles in two steps of 32 keys, 32 rows per
+  // warp, 4 warps for 128 rows, two K/V stages; the last query tile first.
+  CHECK(src.find("kTileKV = 64") != std::string::npos);
   CHECK(src.find("kWarpRows = 32") != std::string::npos);
   CHECK(src.find("kStepKV = 32") != std::string::npos);
   CHECK(src.find("kStages = 2") != std::string::npos);
   CHECK(src.find("load_kv(j + 1, (stage + 1) % Cfg::kStages)") != std::string::npos);
+  CHECK(src.find("(gridDim.x - 1 - blockIdx.x) * Cfg::kTileQ") != std::string::npos);
   CHECK(shape.threads == 128);
+  CHECK(shape.shared_bytes == (128 + 2 * 2 * 64) * 128 * 2);
+  // Without a mask: 32-key tiles, one step each, query tiles in grid order.
+  src = emit("head_dim=128", shape);
+  CHECK(src.find("kTileKV = 32") != std::string::npos);
+  CHECK(src.find("const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ") != std::string::npos);
   CHECK(shape.shared_bytes == (128 + 2 * 2 * 32) * 128 * 2);
   // head_dim 64 with 128-key tiles: two steps of 64 keys, one stage; the V
   // wait comes before the tile's first P V.
@@ -106,7 +113,10 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
     CHECK(src.find(step) != std::string::npos);
   CHECK(shape.decode);
   CHECK(shape.threads == 64 / 16 * 32);
-  CHECK(shape.shared_bytes == (16 + 2 * 2 * 64) * 128 * 2);
+  // Three K/V stages (two tiles loading ahead) while two blocks fit in an SM.
+  CHECK(shape.shared_bytes == (16 + 2 * 3 * 64) * 128 * 2);
+  CHECK(src.find("kStages = 3") != std::string::npos);
+  CHECK(src.find("cp_async_wait<Cfg::kStages - 1>()") != std::string::npos);
   CHECK(shape.merge_threads > 0);
   // Mask arithmetic only on partial tiles (without a mask: the tail past kv_len).
   src = emit("mode=decode,page_size=16,gqa=4", shape);

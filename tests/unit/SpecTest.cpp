@@ -173,7 +173,7 @@ TEST_CASE("the canonical form lists every field in a fixed order",
 
 TEST_CASE("the symbol spells out every field", "[spec][canonical]") {
   CHECK(parseValid("mask=causal,page_size=16,gqa=4").symbol() ==
-        "attn_prefill_hd128_bf16_q128_kv32_causal_p16_g4_sm90a");
+        "attn_prefill_hd128_bf16_q128_kv64_causal_p16_g4_sm90a");
   CHECK(parseValid("").symbol() ==
         "attn_prefill_hd128_bf16_q128_kv32_nomask_p0_g1_sm90a");
   CHECK(parseValid("mode=decode,page_size=16,mask=sliding_window(512),"

@@ -122,8 +122,7 @@ const char *maskCode(const Mask &m) {
 
 /// How a prefill block spreads its work: query rows per warp, keys per step
 /// of the recurrence (the scores of a step stay in registers) and K/V
-/// stages in shared memory. Decode blocks have their own (16 rows, 16 keys
-/// per warp, 2 stages).
+/// stages in shared memory. Decode blocks have their own (decodeLayout).
 struct PrefillLayout {
   int64_t warpRows, stepKV, stages;
 };
@@ -153,6 +152,16 @@ PrefillLayout prefillLayout(int64_t headDim, int64_t tileQ, int64_t tileKV) {
   if (headDim >= 96 && twoStages <= 112 * 1024)
     l.stages = 2;
   return l;
+}
+
+/// A decode block: 16 rows, 16 keys per warp, and three K/V stages (two
+/// tiles loading while one is computed) when two blocks still fit in an SM's
+/// shared memory, else two. Measured on the H200 (bench/RESULTS.md): three
+/// stages read the paged cache 3-13 % faster than two for head_dim 128;
+/// four (one block per SM) were 30 % slower.
+PrefillLayout decodeLayout(int64_t headDim, int64_t tileKV) {
+  const int64_t threeStages = (16 + 2 * 3 * tileKV) * headDim * 2;
+  return PrefillLayout{16, tileKV, threeStages <= 112 * 1024 ? 3 : 2};
 }
 
 /// The kernel's compile-time configuration: what the spec and the IR fix.
@@ -196,7 +205,8 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << ";  // query rows per warp: each K/V fragment serves them all\n"
       << "  static constexpr int kRowBlocks = kWarpRows / 16;\n";
   if (decode)
-    o << "  static constexpr int kStages = 2; // K/V tiles in flight: the next loads during this one\n";
+    o << "  static constexpr int kStages = " << layout.stages
+      << "; // K/V tiles in shared memory: kStages - 1 load ahead\n";
   o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
 }
 
@@ -219,8 +229,12 @@ void printKVCache(std::ostringstream &o, bool paged) {
       << "                    (int)token};\n";
 }
 
-void printPrefill(std::ostringstream &o, const KernelPlan &plan, const PrefillLayout &layout) {
+void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &plan,
+                  const PrefillLayout &layout) {
   const bool pipelined = layout.stages > 1;
+  // Under a causal or window mask a later query tile sees more keys: the grid
+  // hands them out first, so the blocks that finish last are the short ones.
+  const bool heavyFirst = spec.mask.kind != MaskKind::None;
   o << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
     << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
     << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
@@ -229,7 +243,9 @@ void printPrefill(std::ostringstream &o, const KernelPlan &plan, const PrefillLa
     << "  const int head = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x / 32;\n"
     << "  const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);\n"
     << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin;\n"
-    << "  const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ;\n"
+    << (heavyFirst ? "  // Query tiles from the last (the most keys to see) to the first.\n"
+                     "  const i64 q_start = (i64)(gridDim.x - 1 - blockIdx.x) * Cfg::kTileQ;\n"
+                   : "  const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ;\n")
     << "  if (q_start >= q_len)\n    return;\n"
     << "  // attn-share-kv-heads: query heads kGroup * h .. kGroup * h + kGroup - 1 read KV head h.\n"
     << "  const int kv_head = head / Cfg::kGroup;\n";
@@ -315,7 +331,8 @@ void printPrefill(std::ostringstream &o, const KernelPlan &plan, const PrefillLa
       << "      if (step < steps.full_lo || step >= steps.full_hi)\n"
       << "        apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, step * Cfg::kStepKV, q_len, kv_len);\n";
   o << "      // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
-    << "      // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
+    << "      // l = alpha l + rowsum P; acc = alpha acc, skipped while no row's max grew by more than\n"
+    << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      // The scale rides in the exponent, in base 2: exp2(S * scale * log2 e - m).\n"
     << "      state.update(s, p.scale_log2);\n";
   if (!pipelined)
@@ -393,16 +410,18 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "    load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
     << "      const int row = row0 + r;\n"
     << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
-    << "    if (mine.lo < mine.hi)\n      load_kv(mine.lo, 0);\n"
-    << "    cp_async_commit();\n"
+    << "    // The first kStages - 1 tiles start loading (the query rows with the first).\n"
+    << "    for (int i = 0; i < Cfg::kStages - 1; ++i) {\n"
+    << "      if (mine.lo + i < mine.hi)\n        load_kv(mine.lo + i, i);\n"
+    << "      cp_async_commit();\n    }\n"
     << "    // attn-online-softmax: m = -inf, l = 0, acc = 0; each warp takes 16 keys of every tile.\n"
     << "    DecodeState<Cfg> state;\n    state.init();\n"
     << "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
-    << "      const int stage = (j - mine.lo) % Cfg::kStages;\n"
-    << "      if (j + 1 < mine.hi) // the next tile loads while this one is used\n"
-    << "        load_kv(j + 1, (j + 1 - mine.lo) % Cfg::kStages);\n"
+    << "      const int stage = (j - mine.lo) % Cfg::kStages, ahead = j + Cfg::kStages - 1;\n"
+    << "      if (ahead < mine.hi) // into the stage the previous tile used\n"
+    << "        load_kv(ahead, (ahead - mine.lo) % Cfg::kStages);\n"
     << "      cp_async_commit();\n"
-    << "      cp_async_wait<1>(); // tile j has arrived\n"
+    << "      cp_async_wait<Cfg::kStages - 1>(); // tile j has arrived\n"
     << "      __syncthreads();\n"
     << "      DecodeScores<Cfg> s;\n"
     << "      decode_qk<Cfg>(s, smem_q, smem_k(stage), warp); // S = Q K^T\n";
@@ -411,10 +430,11 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
       << "      if (j < tiles.full_lo || j >= tiles.full_hi)\n"
       << "        decode_mask<Cfg>(s, row0, j * Cfg::kTileKV + warp * 16, q_len, kv_len);\n";
   o << "      // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
-    << "      // l = alpha l + rowsum P; acc = alpha acc (attn-safe-init guards inside, see state.cuh).\n"
+    << "      // l = alpha l + rowsum P; acc = alpha acc, skipped while no row's max grew by more than\n"
+    << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      state.update(s, p.scale_log2); // the scale rides in the exponent, base 2\n"
     << "      decode_pv<Cfg>(state, s, smem_v(stage), warp); // acc += P V\n"
-    << "      __syncthreads(); // the stage is reloaded two tiles on\n"
+    << "      __syncthreads(); // this stage is loaded again at the next tile\n"
     << "    }\n"
     << "    cp_async_wait<0>();\n"
     << "    __syncthreads();\n"
@@ -464,7 +484,7 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   }
   shape.decode = decode;
   shape.tile_q = static_cast<int>(tileQ);
-  const PrefillLayout layout = decode ? PrefillLayout{16, spec.tile_kv, 2}
+  const PrefillLayout layout = decode ? decodeLayout(spec.head_dim, spec.tile_kv)
                                       : prefillLayout(spec.head_dim, tileQ, spec.tile_kv);
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / layout.warpRows * 32);
   shape.shared_bytes =
@@ -476,7 +496,7 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   if (decode)
     printDecode(o, plan);
   else
-    printPrefill(o, plan, layout);
+    printPrefill(o, spec, plan, layout);
   source = o.str();
   return true;
 }
