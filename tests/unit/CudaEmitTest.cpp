@@ -80,15 +80,19 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
   CHECK(src.find("kTileKV = 32") != std::string::npos);
   CHECK(src.find("const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ") != std::string::npos);
   CHECK(shape.shared_bytes == (128 + 2 * 2 * 32) * 128 * 2);
-  // head_dim 64 with 128-key tiles: two steps of 64 keys, one stage; the V
-  // wait comes before the tile's first P V.
+  // head_dim 64 with 128-key tiles: two steps of 64 keys, two stages.
   src = emit("head_dim=64,mask=causal", shape);
   CHECK(src.find("kTileKV = 128") != std::string::npos);
   CHECK(src.find("kStepKV = 64") != std::string::npos);
+  CHECK(src.find("kStages = 2") != std::string::npos);
+  CHECK(shape.shared_bytes == (128 + 2 * 2 * 128) * 64 * 2);
+  // head_dim 256 (64-key tiles): two stages would not leave room for two
+  // blocks per SM, so one; the V wait comes before the tile's first P V.
+  src = emit("head_dim=256,mask=causal", shape);
   CHECK(src.find("kStages = 1") != std::string::npos);
   CHECK(src.find("if (h == first) {\n        cp_async_wait<0>(); // V has arrived") !=
         std::string::npos);
-  CHECK(shape.shared_bytes == (128 + 2 * 128) * 64 * 2);
+  CHECK(shape.shared_bytes == (64 + 2 * 64) * 256 * 2);
   // head_dim 256: 16 rows per warp, the whole tile in one step.
   src = emit("head_dim=256", shape);
   CHECK(src.find("kWarpRows = 16") != std::string::npos);

@@ -145,11 +145,12 @@ PrefillLayout prefillLayout(int64_t headDim, int64_t tileQ, int64_t tileKV) {
   else
     l.stepKV = tileKV;
   // Two K/V stages (the next tile loads while this one is computed) when two
-  // blocks still fit in an SM's shared memory. Measured on the H200: a gain
-  // for head_dim 128 (5-8 %); head_dim 64 with 128-key tiles ran faster in
-  // one stage on the long full rows, so head dims under 96 keep one.
+  // blocks still fit in an SM's shared memory. Measured on the H200 against
+  // one stage: head_dim 128 5-8 % faster; head_dim 64 (128-key tiles,
+  // 80 KiB) 1-8 % faster since the lazy rescale freed registers (before it,
+  // one stage had won on the long rows). Smaller head dims keep one stage.
   const int64_t twoStages = (tileQ + 4 * tileKV) * headDim * 2;
-  if (headDim >= 96 && twoStages <= 112 * 1024)
+  if (headDim >= 64 && twoStages <= 112 * 1024)
     l.stages = 2;
   return l;
 }
