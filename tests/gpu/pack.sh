@@ -19,4 +19,6 @@ for example in attn-aot-example attn-jit-at-load-example; do
   strip -o "$pack/$example" "$root/build-static/examples/$example"
 done
 xz -T2 -6 -f "$pack/attnc"
+# The commit the binaries were built from (the results name it).
+git -C "$root" describe --always --dirty > "$pack/commit.txt"
 ls -la "$pack"

@@ -30,6 +30,11 @@ if [ ! -x "$attnc" ] && [ -f "$pack/attnc.xz" ]; then
   xz -dc "$pack/attnc.xz" > "$attnc" && chmod +x "$attnc"
 fi
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
+# bench/bench.py records the commit of the packed binaries, not of this checkout.
+if [ -z "${ATTNC_COMMIT:-}" ] && [ -f "$pack/commit.txt" ]; then
+  ATTNC_COMMIT=$(cat "$pack/commit.txt")
+  export ATTNC_COMMIT
+fi
 status=0
 "$check" 2>&1 | tee "$logs/gpu-check.log" || status=1
 "$check" --jit 2>&1 | tee "$logs/jit.log" || status=1
