@@ -1,7 +1,7 @@
 //===- GpuCheck.cpp - The emitted kernels on a GPU, against fp64 attention -===//
 //
-//   attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... [--source FILE]...]
-//                  [--spec TEXT]...
+//   attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... [--source FILE]...
+//                  [--rows prefill|decode|all]] [--spec TEXT]...
 //
 // For each spec: the kernel through the runtime (pipeline, emitter, NVRTC
 // for this GPU), then a ragged batch of fresh random inputs (seed printed;
@@ -15,7 +15,8 @@
 // prefill and paged-decode shapes, once per --variant (extra spec fields such
 // as tile sizes) when given, and for each --source (a prefill or decode
 // kernel printed by `attnc emit` and edited by hand) on the rows of its spec, after checking
-// its output against the emitted kernel's on the same inputs. Exit 0: all within bounds; 1: a failure;
+// its output against the emitted kernel's on the same inputs; --rows takes
+// only the prefill or the decode rows (e.g. under a profiler). Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
 //===----------------------------------------------------------------------===//
@@ -27,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <random>
@@ -319,7 +321,7 @@ double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
 /// Each variant (extra spec fields, e.g. "tile_q=64,tile_kv=64"; "" for the
 /// defaults) is timed on every row, marked [variant] in the output.
 int bench(Gpu &g, const std::vector<std::string> &variants,
-          const std::vector<SourceKernel> &sources) {
+          const std::vector<SourceKernel> &sources, const std::string &rows) {
   std::mt19937_64 rng(1);
   auto load = [&](const std::string &text) -> std::shared_ptr<const Kernel> {
     SpecResult parsed = parseSpec(text + ",target=" + name(g.rt->target()));
@@ -333,122 +335,126 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
   auto mark = [](const std::string &variant) {
     return variant.empty() ? std::string() : "[" + variant + "]";
   };
-  std::printf("%-52s %10s %10s\n", "prefill (bf16, contiguous, B*N = 16384)", "ms", "TFLOP/s");
-  for (int hd : {64, 128})
-    for (bool causal : {false, true})
-      for (int n : {1024, 4096, 16384})
-        for (const std::string &variant : variants) {
-          if (variant.find("split_kv=") != std::string::npos)
-            continue; // a decode-only field
-          const int heads = 2048 / hd, batch = 16384 / n;
-          auto kernel = load("dtype=bf16,head_dim=" + std::to_string(hd) +
-                             (causal ? ",mask=causal" : "") + with(variant));
-          if (!kernel)
-            return 1;
-          const size_t elems = size_t(16384) * heads * hd;
-          std::unique_ptr<harness::DeviceBatch> dev =
-              harness::benchBatch(g.cu, kernel->spec(), batch, n, n, heads, rng);
-          harness::DeviceBatch &d = *dev;
-          AttentionArgs &a = d.args;
-          std::string error;
-          const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
-          if (!error.empty() || !d.error.empty()) {
-            std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
-            return 1;
-          }
-          const double flops = 4.0 * batch * heads * double(n) * n * hd * (causal ? 0.5 : 1.0);
-          std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f\n", hd, n,
-                      causal ? "causal" : "full", batch, heads, mark(variant).c_str(), ms,
-                      flops / ms / 1e9);
-          if (variant != variants.back())
-            continue;
-          // Hand-edited kernels of this row's spec: same inputs, own output.
-          for (const SourceKernel &src : sources) {
-            const Spec &sp = src.spec;
-            if (sp.mode != Mode::Prefill || sp.head_dim != hd || sp.dtype != DType::BF16 ||
-                sp.isPaged() || sp.gqa != 1 ||
-                sp.mask.kind != (causal ? MaskKind::Causal : MaskKind::None))
-              continue;
-            AttentionArgs b = a;
-            b.o = d.upload(nullptr, elems * 2);
-            const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
-            const double diff = relativeDifference(g, b.o, a.o, elems);
-            std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f  %s\n", hd, n,
-                        causal ? "causal" : "full", batch, heads, ("[" + src.label + "]").c_str(),
-                        srcMs, flops / srcMs / 1e9,
-                        !error.empty() ? error.c_str()
-                        : diff < 1e-2  ? "(output matches)"
-                                       : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
-            if (!error.empty() || !(diff < 1e-2))
+  if (rows != "decode") {
+    std::printf("%-52s %10s %10s\n", "prefill (bf16, contiguous, B*N = 16384)", "ms", "TFLOP/s");
+    for (int hd : {64, 128})
+      for (bool causal : {false, true})
+        for (int n : {1024, 4096, 16384})
+          for (const std::string &variant : variants) {
+            if (variant.find("split_kv=") != std::string::npos)
+              continue; // a decode-only field
+            const int heads = 2048 / hd, batch = 16384 / n;
+            auto kernel = load("dtype=bf16,head_dim=" + std::to_string(hd) +
+                               (causal ? ",mask=causal" : "") + with(variant));
+            if (!kernel)
               return 1;
+            const size_t elems = size_t(16384) * heads * hd;
+            std::unique_ptr<harness::DeviceBatch> dev =
+                harness::benchBatch(g.cu, kernel->spec(), batch, n, n, heads, rng);
+            harness::DeviceBatch &d = *dev;
+            AttentionArgs &a = d.args;
+            std::string error;
+            const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
+            if (!error.empty() || !d.error.empty()) {
+              std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
+              return 1;
+            }
+            const double flops = 4.0 * batch * heads * double(n) * n * hd * (causal ? 0.5 : 1.0);
+            std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f\n", hd, n,
+                        causal ? "causal" : "full", batch, heads, mark(variant).c_str(), ms,
+                        flops / ms / 1e9);
+            if (variant != variants.back())
+              continue;
+            // Hand-edited kernels of this row's spec: same inputs, own output.
+            for (const SourceKernel &src : sources) {
+              const Spec &sp = src.spec;
+              if (sp.mode != Mode::Prefill || sp.head_dim != hd || sp.dtype != DType::BF16 ||
+                  sp.isPaged() || sp.gqa != 1 ||
+                  sp.mask.kind != (causal ? MaskKind::Causal : MaskKind::None))
+                continue;
+              AttentionArgs b = a;
+              b.o = d.upload(nullptr, elems * 2);
+              const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
+              const double diff = relativeDifference(g, b.o, a.o, elems);
+              std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f  %s\n", hd, n,
+                          causal ? "causal" : "full", batch, heads, ("[" + src.label + "]").c_str(),
+                          srcMs, flops / srcMs / 1e9,
+                          !error.empty() ? error.c_str()
+                          : diff < 1e-2  ? "(output matches)"
+                                         : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
+              if (!error.empty() || !(diff < 1e-2))
+                return 1;
+            }
           }
-        }
-  std::printf("%-52s %10s %10s %6s\n", "decode (bf16, hd 128, paged, page 16)", "ms", "GB/s",
-              "splits");
-  struct Row {
-    int batch, hq, hkv, len;
-  };
-  // Decode takes a variant's tile_kv and split_kv (tile_q is prefill's), each
-  // distinct combination once.
-  std::vector<std::string> decodeVariants;
-  for (const std::string &variant : variants) {
-    std::string fields;
-    for (const char *field : {"tile_kv=", "split_kv="})
-      if (size_t at = variant.find(field); at != std::string::npos)
-        fields += "," + variant.substr(at, variant.find(',', at) - at);
-    if (std::find(decodeVariants.begin(), decodeVariants.end(), fields) == decodeVariants.end())
-      decodeVariants.push_back(fields);
   }
-  for (Row r : {Row{64, 32, 8, 1024}, Row{64, 32, 8, 4096}, Row{16, 32, 8, 16384},
-                Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}})
-    for (const std::string &fields : decodeVariants) {
-      auto kernel = load("mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
-                         std::to_string(r.hq / r.hkv) + fields);
-      if (!kernel)
-        return 1;
-      const size_t kvElems = size_t(r.batch) * r.len * r.hkv * 128;
-      std::unique_ptr<harness::DeviceBatch> dev =
-          harness::benchBatch(g.cu, kernel->spec(), r.batch, 1, r.len, r.hkv, rng);
-      harness::DeviceBatch &d = *dev;
-      AttentionArgs &a = d.args;
-      a.workspace_bytes = kernel->workspaceBytes(a);
-      if (a.workspace_bytes)
-        a.workspace = d.upload(nullptr, a.workspace_bytes);
-      std::string error;
-      const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
-      if (!error.empty() || !d.error.empty()) {
-        std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
-        return 1;
-      }
-      const double bytes = 2.0 * kvElems * 2;
-      std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d\n", r.batch, r.hq, r.hkv,
-                  r.len, mark(fields.empty() ? "" : fields.substr(1)).c_str(), ms, bytes / ms / 1e6,
-                  kernel->splits(a));
-      if (fields != decodeVariants.back())
-        continue;
-      // Hand-edited decode kernels of this row's GQA group: same inputs.
-      for (const SourceKernel &src : sources) {
-        const Spec &sp = src.spec;
-        if (sp.mode != Mode::Decode || sp.head_dim != 128 || sp.dtype != DType::BF16 ||
-            sp.page_size != 16 || sp.gqa != r.hq / r.hkv || sp.mask.kind != MaskKind::None)
-          continue;
-        AttentionArgs b = a;
-        const size_t outElems = size_t(r.batch) * r.hq * 128;
-        b.o = d.upload(nullptr, outElems * 2);
-        b.workspace_bytes = src.kernel->workspaceBytes(b);
-        b.workspace = b.workspace_bytes ? d.upload(nullptr, b.workspace_bytes) : 0;
-        const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
-        const double diff = relativeDifference(g, b.o, a.o, outElems);
-        std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d  %s\n", r.batch, r.hq,
-                    r.hkv, r.len, ("[" + src.label + "]").c_str(), srcMs, bytes / srcMs / 1e6,
-                    src.kernel->splits(b),
-                    !error.empty() ? error.c_str()
-                    : diff < 1e-2  ? "(output matches)"
-                                   : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
-        if (!error.empty() || !(diff < 1e-2))
-          return 1;
-      }
+  if (rows != "prefill") {
+    std::printf("%-52s %10s %10s %6s\n", "decode (bf16, hd 128, paged, page 16)", "ms", "GB/s",
+                "splits");
+    struct Row {
+      int batch, hq, hkv, len;
+    };
+    // Decode takes a variant's tile_kv and split_kv (tile_q is prefill's), each
+    // distinct combination once.
+    std::vector<std::string> decodeVariants;
+    for (const std::string &variant : variants) {
+      std::string fields;
+      for (const char *field : {"tile_kv=", "split_kv="})
+        if (size_t at = variant.find(field); at != std::string::npos)
+          fields += "," + variant.substr(at, variant.find(',', at) - at);
+      if (std::find(decodeVariants.begin(), decodeVariants.end(), fields) == decodeVariants.end())
+        decodeVariants.push_back(fields);
     }
+    for (Row r : {Row{64, 32, 8, 1024}, Row{64, 32, 8, 4096}, Row{16, 32, 8, 16384},
+                  Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}})
+      for (const std::string &fields : decodeVariants) {
+        auto kernel = load("mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
+                           std::to_string(r.hq / r.hkv) + fields);
+        if (!kernel)
+          return 1;
+        const size_t kvElems = size_t(r.batch) * r.len * r.hkv * 128;
+        std::unique_ptr<harness::DeviceBatch> dev =
+            harness::benchBatch(g.cu, kernel->spec(), r.batch, 1, r.len, r.hkv, rng);
+        harness::DeviceBatch &d = *dev;
+        AttentionArgs &a = d.args;
+        a.workspace_bytes = kernel->workspaceBytes(a);
+        if (a.workspace_bytes)
+          a.workspace = d.upload(nullptr, a.workspace_bytes);
+        std::string error;
+        const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
+        if (!error.empty() || !d.error.empty()) {
+          std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
+          return 1;
+        }
+        const double bytes = 2.0 * kvElems * 2;
+        std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d\n", r.batch, r.hq, r.hkv,
+                    r.len, mark(fields.empty() ? "" : fields.substr(1)).c_str(), ms,
+                    bytes / ms / 1e6, kernel->splits(a));
+        if (fields != decodeVariants.back())
+          continue;
+        // Hand-edited decode kernels of this row's GQA group: same inputs.
+        for (const SourceKernel &src : sources) {
+          const Spec &sp = src.spec;
+          if (sp.mode != Mode::Decode || sp.head_dim != 128 || sp.dtype != DType::BF16 ||
+              sp.page_size != 16 || sp.gqa != r.hq / r.hkv || sp.mask.kind != MaskKind::None)
+            continue;
+          AttentionArgs b = a;
+          const size_t outElems = size_t(r.batch) * r.hq * 128;
+          b.o = d.upload(nullptr, outElems * 2);
+          b.workspace_bytes = src.kernel->workspaceBytes(b);
+          b.workspace = b.workspace_bytes ? d.upload(nullptr, b.workspace_bytes) : 0;
+          const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
+          const double diff = relativeDifference(g, b.o, a.o, outElems);
+          std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d  %s\n", r.batch, r.hq,
+                      r.hkv, r.len, ("[" + src.label + "]").c_str(), srcMs, bytes / srcMs / 1e6,
+                      src.kernel->splits(b),
+                      !error.empty() ? error.c_str()
+                      : diff < 1e-2  ? "(output matches)"
+                                     : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
+          if (!error.empty() || !(diff < 1e-2))
+            return 1;
+        }
+      }
+  }
   return 0;
 }
 
@@ -457,6 +463,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
 int main(int argc, char **argv) {
   bool quick = false, jit = false, benchOnly = false;
   std::vector<std::string> specs, variants, sourcePaths;
+  std::string rows = "all";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick")
@@ -471,9 +478,13 @@ int main(int argc, char **argv) {
       variants.push_back(argv[++i]);
     else if (a == "--source" && i + 1 < argc)
       sourcePaths.push_back(argv[++i]);
+    else if (a == "--rows" && i + 1 < argc &&
+             (std::strcmp(argv[i + 1], "prefill") == 0 || std::strcmp(argv[i + 1], "decode") == 0 ||
+              std::strcmp(argv[i + 1], "all") == 0))
+      rows = argv[++i];
     else {
       std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... "
-                           "[--source FILE]...] [--spec TEXT]...\n");
+                           "[--source FILE]... [--rows prefill|decode|all]] [--spec TEXT]...\n");
       return 2;
     }
   }
@@ -526,7 +537,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sources.size(); ++i)
       if (!loadSource(g, sourcePaths[i], sources[i]))
         return 1;
-    return bench(g, variants.empty() ? std::vector<std::string>{""} : variants, sources);
+    return bench(g, variants.empty() ? std::vector<std::string>{""} : variants, sources, rows);
   }
   if (jit) {
     if (defaults)

@@ -36,8 +36,13 @@ if [ -z "${ATTNC_COMMIT:-}" ] && [ -f "$pack/commit.txt" ]; then
   export ATTNC_COMMIT
 fi
 status=0
+# Elapsed seconds at each step (a device call has a time limit: see where it goes).
+step() { echo "[${SECONDS} s] $*"; }
+step "numerics and the launch contract"
 "$check" 2>&1 | tee "$logs/gpu-check.log" || status=1
+step "JIT latency"
 "$check" --jit 2>&1 | tee "$logs/jit.log" || status=1
+step "attnc run"
 for spec in "mode=decode,page_size=16,gqa=8,mask=causal,return_lse=true --batch 5 --ragged --kv-len 5000" \
             "mask=sliding_window(200),head_dim=64,page_size=16,gqa=2 --batch 3 --ragged --q-len 700"; do
   # shellcheck disable=SC2086
@@ -47,10 +52,12 @@ small=(--quick --spec "dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,re
        --spec "dtype=f16,mask=sliding_window(100),head_dim=64"
        --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16"
        --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true")
+step "sanitizers"
 for tool in memcheck racecheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
   echo "$tool: $(tail -n 1 "$logs/$tool.log")"
 done
+step "examples"
 for example in attn-aot-example "attn-jit-at-load-example --threads 16"; do
   # shellcheck disable=SC2086
   "$pack"/$example 2>&1 | tee -a "$logs/examples.log" || status=1
@@ -61,6 +68,7 @@ if [ -f "$pack/libattnc.so" ]; then
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ $bench = 1 ]; then
+  step "attn-gpu-check --bench, the SDPA anchors, bench/bench.py"
   "$check" --bench 2>&1 | tee "$logs/bench.log" || status=1
   python3 "$root/tests/gpu/sdpa_anchor.py" 2>&1 | tee "$logs/sdpa.log" || status=1
   # bench/bench.py through the Python module: each output checked against SDPA,
@@ -70,6 +78,7 @@ if [ $bench = 1 ]; then
       grep -v Warning | tee "$logs/bench-py.log" || status=1
   fi
 fi
+step "done"
 echo
 python3 "$root/tests/gpu/ratios.py" --summary "$logs" || status=1
 exit $status
