@@ -12,6 +12,11 @@ for f in bin/attnc lib/libattnc.so include/attnc/attnc.h lib/cmake/attnc/attncCo
          share/attnc/python/attnc/__init__.py; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
+# Only what consumers use: the static libraries inside attnc and libattnc.so stay out.
+if found=$(find "$tmp/prefix" -name '*.a' | head -n 3) && [ -n "$found" ]; then
+  echo "static libraries installed: $found"
+  exit 1
+fi
 cmake -S "$here/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" > "$tmp/configure.log"
 cmake --build "$tmp/consumer" > "$tmp/build.log"
 "$tmp/consumer/consumer"
