@@ -43,8 +43,8 @@ struct RowState {
 
   /// How far (in the exp2 domain) a row's max may grow before the state is
   /// rescaled: while no row of the warp grew by more than this, m stays
-  /// where it was and p = exp2(c s - m) is at most 2^8, which fp32 sums and
-  /// bf16/f16 probabilities hold exactly as well as values up to 1.
+  /// where it was and p = exp2(c s - m) is at most 2^8: fp32 sums and
+  /// bf16/f16 probabilities keep the same relative precision there as below 1.
   static constexpr float kRescaleSlack = 8.f;
 
   /// Folds one tile of raw scores s = q . k into the state and turns them

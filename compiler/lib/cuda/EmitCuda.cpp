@@ -120,15 +120,15 @@ const char *maskCode(const Mask &m) {
   return "kMaskNone";
 }
 
-/// How a prefill block spreads its work: query rows per warp, keys per step
-/// of the recurrence (the scores of a step stay in registers) and K/V
-/// stages in shared memory. Decode blocks have their own (decodeLayout).
-struct PrefillLayout {
+/// How a block spreads its work: query rows per warp, keys per step of the
+/// recurrence (the scores of a step stay in registers) and K/V stages in
+/// shared memory. prefillLayout and decodeLayout choose them.
+struct BlockLayout {
   int64_t warpRows, stepKV, stages;
 };
 
-PrefillLayout prefillLayout(int64_t headDim, int64_t tileQ, int64_t tileKV) {
-  PrefillLayout l{16, tileKV, 1};
+BlockLayout prefillLayout(int64_t headDim, int64_t tileQ, int64_t tileKV) {
+  BlockLayout l{16, tileKV, 1};
   // 32 query rows per warp halve the shared-memory reads per mma when two
   // 16-row blocks' accumulators (head_dim / 2 registers each) and scores
   // (step / 2 each) fit next to the rest in 255 registers: head_dim + step
@@ -160,14 +160,14 @@ PrefillLayout prefillLayout(int64_t headDim, int64_t tileQ, int64_t tileKV) {
 /// shared memory, else two. Measured on the H200 (bench/RESULTS.md): three
 /// stages read the paged cache 3-13 % faster than two for head_dim 128;
 /// four (one block per SM) were 30 % slower.
-PrefillLayout decodeLayout(int64_t headDim, int64_t tileKV) {
+BlockLayout decodeLayout(int64_t headDim, int64_t tileKV) {
   const int64_t threeStages = (16 + 2 * 3 * tileKV) * headDim * 2;
-  return PrefillLayout{16, tileKV, threeStages <= 112 * 1024 ? 3 : 2};
+  return BlockLayout{16, tileKV, threeStages <= 112 * 1024 ? 3 : 2};
 }
 
 /// The kernel's compile-time configuration: what the spec and the IR fix.
 void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, int64_t tileQ,
-                 const PrefillLayout &layout, const CudaLaunchShape &shape) {
+                 const BlockLayout &layout, const CudaLaunchShape &shape) {
   const char *elem = spec.dtype == DType::BF16 ? "__nv_bfloat16" : "__half";
   const bool decode = spec.mode == Mode::Decode;
   const int threads = shape.threads;
@@ -231,7 +231,7 @@ void printKVCache(std::ostringstream &o, bool paged) {
 }
 
 void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &plan,
-                  const PrefillLayout &layout) {
+                  const BlockLayout &layout) {
   const bool pipelined = layout.stages > 1;
   // Under a causal or window mask a later query tile sees more keys: the grid
   // hands them out first, so the blocks that finish last are the short ones.
@@ -485,7 +485,7 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   }
   shape.decode = decode;
   shape.tile_q = static_cast<int>(tileQ);
-  const PrefillLayout layout = decode ? decodeLayout(spec.head_dim, spec.tile_kv)
+  const BlockLayout layout = decode ? decodeLayout(spec.head_dim, spec.tile_kv)
                                       : prefillLayout(spec.head_dim, tileQ, spec.tile_kv);
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / layout.warpRows * 32);
   shape.shared_bytes =
