@@ -32,6 +32,51 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("invalid spec: head_dim = 100", str(e.exception))
 
 
+class TestSpecFor(unittest.TestCase):
+    """attnc.spec_for derives through the C library (attnc_attention_spec): the same
+    rules as the C++ attn::attention, without a GPU."""
+
+    def test_paged_one_token_is_decode(self):
+        spec = attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", page_size=16, max_q_len=1)
+        self.assertTrue(spec.startswith("mode=decode,head_dim=128,dtype=bf16,tile_q=1,"), spec)
+        self.assertIn(",page_size=16,gqa=4,", spec)
+        self.assertTrue(spec.endswith("target=sm_90a,split_kv=auto"), spec)
+
+    def test_no_query_token_is_not_decode(self):
+        spec = attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", page_size=16, max_q_len=0)
+        self.assertTrue(spec.startswith("mode=prefill,"), spec)
+
+    def test_every_field_given(self):
+        spec = attnc.spec_for("f16", 64, 8, 8, target="sm_80", max_q_len=4096, window=256,
+                              return_lse=True, tile_q=64, tile_kv=64)
+        self.assertEqual(spec, "mode=prefill,head_dim=64,dtype=f16,tile_q=64,tile_kv=64,"
+                               "mask=sliding_window(256),page_size=0,gqa=1,return_lse=true,"
+                               "target=sm_80")
+        spec = attnc.spec_for("bf16", 128, 16, 2, target="sm_90a", page_size=32, max_q_len=3,
+                              causal=True, decode=True, split_kv=4)
+        self.assertTrue(spec.startswith("mode=decode,head_dim=128,dtype=bf16,tile_q=3,"), spec)
+        self.assertIn(",mask=causal,page_size=32,gqa=8,", spec)
+        self.assertTrue(spec.endswith(",split_kv=4"), spec)
+
+    def test_refusals_name_the_problem(self):
+        cases = [
+            (dict(num_q_heads=30), "30 query heads are not a multiple of 8 KV heads"),
+            (dict(dtype="f32"), "bf16 or f16"),
+            (dict(head_dim=100), "invalid spec: head_dim = 100"),
+            (dict(window=0), "window = 0 must be >= 1"),
+            (dict(split_kv=0), "split_kv = 0 must be >= 1"),
+            (dict(target="sm_75"), "target"),
+        ]
+        for change, message in cases:
+            kw = dict(dtype="bf16", head_dim=128, num_q_heads=32, num_kv_heads=8,
+                      target="sm_90a", page_size=16)
+            kw.update(change)
+            with self.assertRaises(attnc.AttncError, msg=str(change)) as e:
+                attnc.spec_for(kw.pop("dtype"), kw.pop("head_dim"), kw.pop("num_q_heads"),
+                               kw.pop("num_kv_heads"), **kw)
+            self.assertIn(message, str(e.exception))
+
+
 class TestTensorChecks(unittest.TestCase):
     def test_host_memory_is_refused(self):
         with self.assertRaises(attnc.AttncError) as e:
@@ -80,6 +125,46 @@ class TestTensorChecks(unittest.TestCase):
                             FakeCudaArray((4, 2, 64)))
         self.assertIn("cu_seqlens must be given as CUDA int32 arrays without torch",
                       str(e.exception))
+
+
+class TestPlanDerivesItsSpec(unittest.TestCase):
+    """attnc.plan up to the kernel lookup, with a stand-in runtime: the spec it asks
+    for comes from spec_for with the runtime's target."""
+
+    class Asked(Exception):
+        pass
+
+    class FakeRuntime:
+        arch = "sm_80"
+
+        def kernel(self, spec):
+            raise TestPlanDerivesItsSpec.Asked(spec)
+
+    def asked(self, *args, **kw):
+        real = attnc._runtime_for
+        attnc._runtime_for = lambda device: self.FakeRuntime()
+        try:
+            with self.assertRaises(self.Asked) as e:
+                attnc.plan(*args, **kw)
+        finally:
+            attnc._runtime_for = real
+        return str(e.exception)
+
+    def test_paged_decode_and_contiguous_prefill(self):
+        kv = FakeCudaArray((10, 16, 2, 128), typestr="<f2")
+        spec = self.asked(FakeCudaArray((2, 8, 128)), kv, kv,
+                          cu_seqlens_q=FakeCudaArray((3,), "<i4"), max_seqlen_q=1,
+                          block_table=FakeCudaArray((2, 5), "<i4"),
+                          seq_lens_k=FakeCudaArray((2,), "<i4"), max_seqlen_k=80, causal=True)
+        self.assertTrue(spec.startswith("mode=decode,head_dim=128,dtype=f16,tile_q=1,"), spec)
+        self.assertIn(",mask=causal,page_size=16,gqa=4,return_lse=false,target=sm_80,", spec)
+        spec = self.asked(FakeCudaArray((300, 4, 64)), FakeCudaArray((300, 2, 64)),
+                          FakeCudaArray((300, 2, 64)), cu_seqlens_q=FakeCudaArray((2,), "<i4"),
+                          max_seqlen_q=300, cu_seqlens_k=FakeCudaArray((2,), "<i4"),
+                          max_seqlen_k=300, window=100, tile_q=64, tile_kv=32)
+        self.assertEqual(spec, "mode=prefill,head_dim=64,dtype=f16,tile_q=64,tile_kv=32,"
+                               "mask=sliding_window(100),page_size=0,gqa=2,return_lse=false,"
+                               "target=sm_80")
 
 
 class TestRuntime(unittest.TestCase):

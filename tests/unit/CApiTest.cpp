@@ -1,7 +1,8 @@
 //===- CApiTest.cpp - libattnc.so's C API, as a C caller sees it ----------===//
 //
 // Linked against the shared library only (the C header, no C++ types): the
-// version, spec checks, null handles, the args size rule and, on a machine
+// version, spec checks, the spec derived from a tensors' description, null
+// handles, the args size rule and, on a machine
 // without a GPU, the runtime's clear refusal. With a GPU the runtime binds and
 // a kernel compiles and reports its spec and workspace.
 //
@@ -28,6 +29,75 @@ TEST_CASE("the C API reports its version and checks specs", "[capi]") {
   CHECK(std::string(attnc_last_error()).find("the buffer has 10") != std::string::npos);
   CHECK(attnc_spec_canonical(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "spec is a null pointer");
+}
+
+TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
+  attnc_call c;
+  std::memset(&c, 0, sizeof c);
+  c.size = sizeof c;
+  c.dtype = "bf16";
+  c.head_dim = 128;
+  c.num_q_heads = 32;
+  c.num_kv_heads = 8;
+  c.page_size = 16;
+  c.max_q_len = 1;
+  c.decode = -1;
+  char buf[512];
+  // A paged cache and one query token: the decode kernel, the group packed.
+  REQUIRE(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_OK);
+  std::string spec = buf;
+  CHECK(spec.rfind("mode=decode,head_dim=128,dtype=bf16,tile_q=1,", 0) == 0);
+  CHECK(spec.find(",mask=none,page_size=16,gqa=4,return_lse=false,target=sm_90a,split_kv=auto") !=
+        std::string::npos);
+  // No query token (an empty step) is no decode step: prefill, as attn::attention takes it.
+  c.max_q_len = 0;
+  REQUIRE(attnc_attention_spec(&c, "sm_80", buf, sizeof buf) == ATTNC_OK);
+  CHECK(std::string(buf).rfind("mode=prefill,", 0) == 0);
+  // Contiguous prefill with a window, lse and explicit tiles: every field fixed.
+  c.page_size = 0;
+  c.max_q_len = 4096;
+  c.window = 512;
+  c.return_lse = 1;
+  c.tile_q = 64;
+  c.tile_kv = 64;
+  REQUIRE(attnc_attention_spec(&c, "sm_80", buf, sizeof buf) == ATTNC_OK);
+  CHECK(std::string(buf) == "mode=prefill,head_dim=128,dtype=bf16,tile_q=64,tile_kv=64,"
+                            "mask=sliding_window(512),page_size=0,gqa=4,return_lse=true,"
+                            "target=sm_80");
+  // Forced decode with 3 splits.
+  c.page_size = 16;
+  c.max_q_len = 2;
+  c.decode = 1;
+  c.split_kv = 3;
+  c.window = 0;
+  c.causal = 1;
+  REQUIRE(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_OK);
+  CHECK(std::string(buf).find("mode=decode,head_dim=128,dtype=bf16,tile_q=2,") == 0);
+  CHECK(std::string(buf).find(",mask=causal,") != std::string::npos);
+  CHECK(std::string(buf).find("split_kv=3") != std::string::npos);
+
+  // What cannot be derived is named.
+  c.num_q_heads = 30;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "30 query heads are not a multiple of 8 KV heads (GQA)");
+  c.num_q_heads = 32;
+  c.dtype = "f32";
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("bf16 or f16") != std::string::npos);
+  c.dtype = "f16";
+  c.head_dim = 100;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("the tensors imply invalid spec: head_dim = 100") == 0);
+  c.head_dim = 128;
+  CHECK(attnc_attention_spec(&c, "sm_75", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("target") != std::string::npos);
+  CHECK(attnc_attention_spec(&c, nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attnc_attention_spec(nullptr, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  c.size = 3;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("sizeof(attnc_call)") != std::string::npos);
+  c.size = sizeof c;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, 8) == ATTNC_ERROR_BUFFER_TOO_SMALL);
 }
 
 TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {

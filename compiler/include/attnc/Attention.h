@@ -55,6 +55,26 @@ struct AttentionCall {
   size_t workspace_bytes = 0;
 };
 
+/// What a spec is derived from: the tensors' description without their
+/// memory (the C API and the Python module derive through this too).
+struct AttentionShape {
+  DType dtype = DType::BF16;
+  int64_t head_dim = 0, num_q_heads = 0, num_kv_heads = 0;
+  int64_t page_size = 0; ///< 0: contiguous K/V
+  int64_t max_q_len = 0; ///< the longest sequence's query tokens
+  bool causal = false;
+  int64_t window = 0; ///< > 0: a causal sliding window of this many keys
+  bool return_lse = false;
+  std::optional<bool> decode;      ///< unset: decode for a paged cache with <= 16 query tokens
+  std::optional<int64_t> split_kv; ///< decode: unset = auto
+  int64_t tile_q = 0, tile_kv = 0; ///< 0: the defaults (tile_q is prefill's)
+};
+
+/// The spec attention() launches for such tensors on `target`; nullopt with
+/// `error` naming the problem (a head count that is no GQA ratio, a field
+/// the spec rules refuse).
+std::optional<Spec> attentionSpec(const AttentionShape &shape, Target target, std::string &error);
+
 /// The spec the call's tensors and mask imply, for `target` (a GPU
 /// architecture name), and the launch arguments; false with `error` naming
 /// the tensor and the problem when shapes or dtypes do not fit together.

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /** The ABI version: raised only when functions or fields are added. */
-#define ATTNC_ABI_VERSION 1
+#define ATTNC_ABI_VERSION 2
 
 typedef enum attnc_status {
   ATTNC_OK = 0,
@@ -69,6 +69,24 @@ typedef struct attnc_args {
   double scale; /**< 0: 1 / sqrt(head_dim) */
 } attnc_args;
 
+/** What attnc_attention_spec derives a spec from (see attn::AttentionShape):
+ *  the tensors' description, no device memory. Starts with its size, like
+ *  attnc_args. Added in ABI version 2. */
+typedef struct attnc_call {
+  uint32_t size;          /**< sizeof(attnc_call) as the caller knows it */
+  const char *dtype;      /**< "bf16" or "f16" */
+  int64_t head_dim;
+  int64_t num_q_heads, num_kv_heads;
+  int64_t page_size;      /**< 0: contiguous k and v */
+  int64_t max_q_len;      /**< the longest sequence's query tokens */
+  int32_t causal;         /**< nonzero: causal mask (aligned at the bottom right) */
+  int32_t return_lse;     /**< nonzero: the kernel writes lse */
+  int64_t window;         /**< > 0: a causal sliding window of this many keys */
+  int32_t decode;         /**< -1: attnc's choice, 0: prefill, 1: decode kernels */
+  int32_t split_kv;       /**< decode: 0 = auto, else the number of splits */
+  int64_t tile_q, tile_kv; /**< 0: the defaults (tile_q applies to prefill) */
+} attnc_call;
+
 /** "attnc X.Y.Z". */
 ATTNC_API const char *attnc_version(void);
 ATTNC_API int attnc_abi_version(void);
@@ -77,6 +95,14 @@ ATTNC_API const char *attnc_last_error(void);
 
 /** Checks a spec (`field=value,...`) and writes its canonical form. */
 ATTNC_API attnc_status attnc_spec_canonical(const char *spec, char *out, size_t out_size);
+
+/** The canonical spec of the kernel that attention over such tensors takes
+ *  on `target` ("sm_90a", "sm_80"; attnc_runtime_arch gives the GPU's):
+ *  the same rules as the C++ attn::attention (decode kernels for a paged
+ *  cache with at most 16 query tokens, unless call->decode says). Needs no
+ *  GPU. Added in ABI version 2. */
+ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *target, char *out,
+                                            size_t out_size);
 
 /** Binds to the calling thread's current CUDA context (device 0's primary
  *  context when none is current). cache_dir NULL or "": the default. */

@@ -8,6 +8,7 @@
 
 #include "attnc/attnc.h"
 
+#include "attnc/Attention.h"
 #include "attnc/Runtime.h"
 #include "attnc/Tuning.h"
 
@@ -141,6 +142,57 @@ attnc_status attnc_spec_canonical(const char *spec, char *out, size_t outSize) {
     if (!parsed)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
     return copyOut(parsed.spec->str(), out, outSize, "the canonical spec");
+  });
+}
+
+attnc_status attnc_attention_spec(const attnc_call *call, const char *target, char *out,
+                                  size_t outSize) {
+  return guarded([&] {
+    if (!call)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "call is a null pointer");
+    if (call->size < offsetof(attnc_call, tile_q) || call->size > (1u << 16))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  "call->size = " + std::to_string(call->size) +
+                      " is not the size of an attnc_call (set it to sizeof(attnc_call))");
+    attnc_call c;
+    std::memset(&c, 0, sizeof c);
+    std::memcpy(&c, call, call->size < sizeof c ? call->size : sizeof c);
+    if (!target || !*target)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  "target is needed (attnc_runtime_arch gives the GPU's)");
+    SpecResult where = parseSpec(std::string("target=") + target);
+    if (!where)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, where.error->message());
+    const std::string dtype = c.dtype ? c.dtype : "";
+    if (dtype != "bf16" && dtype != "f16")
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  "call->dtype = '" + dtype + "': the kernels take bf16 or f16");
+    if (c.decode < -1 || c.decode > 1)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "call->decode = " + std::to_string(c.decode) +
+                                                    ": -1 (attnc's choice), 0 or 1");
+    AttentionShape shape;
+    shape.dtype = dtype == "bf16" ? DType::BF16 : DType::F16;
+    shape.head_dim = c.head_dim;
+    shape.num_q_heads = c.num_q_heads;
+    shape.num_kv_heads = c.num_kv_heads;
+    shape.page_size = c.page_size;
+    shape.max_q_len = c.max_q_len;
+    shape.causal = c.causal != 0;
+    shape.return_lse = c.return_lse != 0;
+    shape.window = c.window;
+    if (c.decode >= 0)
+      shape.decode = c.decode == 1;
+    if (c.split_kv > 0)
+      shape.split_kv = c.split_kv;
+    shape.tile_q = c.tile_q;
+    shape.tile_kv = c.tile_kv;
+    // The tiles `attnc tune` recorded are the defaults here as in the runtime.
+    TuningTable::installDefault();
+    std::string error;
+    std::optional<Spec> spec = attentionSpec(shape, where.spec->target, error);
+    if (!spec)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    return copyOut(spec->str(), out, outSize, "the spec");
   });
 }
 

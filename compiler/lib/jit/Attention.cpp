@@ -13,6 +13,40 @@ std::string shapeText(const std::vector<int64_t> &s) {
 }
 } // namespace
 
+std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::string &error) {
+  if (s.num_kv_heads < 1 || s.num_q_heads < 1 || s.num_q_heads % s.num_kv_heads != 0) {
+    error = std::to_string(s.num_q_heads) + " query heads are not a multiple of " +
+            std::to_string(s.num_kv_heads) + " KV heads (GQA)";
+    return std::nullopt;
+  }
+  const int64_t group = s.num_q_heads / s.num_kv_heads;
+  std::string text = std::string("head_dim=") + std::to_string(s.head_dim) +
+                     ",dtype=" + name(s.dtype) + ",gqa=" + std::to_string(group) +
+                     ",page_size=" + std::to_string(s.page_size) +
+                     ",return_lse=" + (s.return_lse ? "true" : "false") + ",target=" + name(target);
+  text += s.window > 0 ? ",mask=sliding_window(" + std::to_string(s.window) + ")"
+          : s.causal   ? ",mask=causal"
+                       : ",mask=none";
+  // Decode kernels put a GQA group's heads for a few query tokens in one block.
+  const bool decode = s.decode.value_or(s.page_size > 0 && s.max_q_len >= 1 &&
+                                        s.max_q_len <= 16 && s.max_q_len * group <= 128);
+  if (decode) {
+    text += ",mode=decode,tile_q=" + std::to_string(std::max<int64_t>(1, s.max_q_len));
+    if (s.split_kv)
+      text += ",split_kv=" + std::to_string(*s.split_kv);
+  } else if (s.tile_q) {
+    text += ",tile_q=" + std::to_string(s.tile_q);
+  }
+  if (s.tile_kv)
+    text += ",tile_kv=" + std::to_string(s.tile_kv);
+  SpecResult parsed = parseSpec(text);
+  if (!parsed) {
+    error = "the tensors imply " + parsed.error->message();
+    return std::nullopt;
+  }
+  return parsed.spec;
+}
+
 bool deriveAttention(const AttentionCall &c, Target target, Spec &spec, AttentionArgs &a,
                      std::string &error) {
   auto bad = [&](const std::string &m) {
@@ -46,25 +80,22 @@ bool deriveAttention(const AttentionCall &c, Target target, Spec &spec, Attentio
     return bad("lse must be f32 [total_q, heads] = " + shapeText({c.q.shape[0], hq}) + ", got " +
                name(c.lse.dtype) + " " + shapeText(c.lse.shape));
 
-  std::string text = std::string("head_dim=") + std::to_string(d) + ",dtype=" + name(c.q.dtype) +
-                     ",gqa=" + std::to_string(hq / hkv) +
-                     ",page_size=" + std::to_string(paged ? c.k.shape[1] : 0) +
-                     ",return_lse=" + (c.lse.data ? "true" : "false") + ",target=" + name(target);
-  text += c.window > 0 ? ",mask=sliding_window(" + std::to_string(c.window) + ")"
-          : c.causal   ? ",mask=causal"
-                       : ",mask=none";
-  const bool decode =
-      c.decode.value_or(paged && c.max_q_len >= 1 && c.max_q_len <= 16 &&
-                        c.max_q_len * (hq / hkv) <= 128);
-  if (decode) {
-    text += ",mode=decode,tile_q=" + std::to_string(std::max<int64_t>(1, c.max_q_len));
-    if (c.split_kv)
-      text += ",split_kv=" + std::to_string(*c.split_kv);
-  }
-  SpecResult parsed = parseSpec(text);
-  if (!parsed)
-    return bad("the tensors imply " + parsed.error->message());
-  spec = *parsed.spec;
+  AttentionShape shape;
+  shape.dtype = c.q.dtype;
+  shape.head_dim = d;
+  shape.num_q_heads = hq;
+  shape.num_kv_heads = hkv;
+  shape.page_size = paged ? c.k.shape[1] : 0;
+  shape.max_q_len = c.max_q_len;
+  shape.causal = c.causal;
+  shape.window = c.window;
+  shape.return_lse = c.lse.data != 0;
+  shape.decode = c.decode;
+  shape.split_kv = c.split_kv;
+  std::optional<Spec> derived = attentionSpec(shape, target, error);
+  if (!derived)
+    return false;
+  spec = *derived;
 
   a = AttentionArgs{};
   a.q = c.q.data;

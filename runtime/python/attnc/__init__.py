@@ -90,6 +90,13 @@ def _library():
             except OSError as e:
                 tried.append(f"{path} ({e})")
                 continue
+            if not hasattr(lib, "attnc_abi_version"):
+                tried.append(f"{path} (not libattnc)")
+                continue
+            lib.attnc_abi_version.restype = ctypes.c_int
+            if lib.attnc_abi_version() < _ABI_NEEDED:
+                raise AttncError(f"{path} has ABI version {lib.attnc_abi_version()}; this module "
+                                 f"needs {_ABI_NEEDED} (a libattnc.so from the same build)")
             _declare(lib)
             _lib, _lib_path = lib, path
             return lib
@@ -103,6 +110,8 @@ def _declare(lib):
         "attnc_abi_version": (ctypes.c_int, []),
         "attnc_last_error": (c_char_p, []),
         "attnc_spec_canonical": (ctypes.c_int, [c_char_p, c_char_p, c_size_t]),
+        "attnc_attention_spec": (ctypes.c_int, [ctypes.POINTER(_Call), c_char_p, c_char_p,
+                                                c_size_t]),
         "attnc_runtime_create": (ctypes.c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
         "attnc_runtime_destroy": (None, [c_void_p]),
         "attnc_runtime_arch": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
@@ -133,6 +142,19 @@ def _string(fn, *args):
     return buf.value.decode()
 
 
+class _Call(ctypes.Structure):
+    """attnc_call (attnc.h): the tensors' description a spec is derived from."""
+    _fields_ = [("size", ctypes.c_uint32), ("dtype", ctypes.c_char_p)] + [
+        (n, ctypes.c_int64) for n in ("head_dim", "num_q_heads", "num_kv_heads", "page_size",
+                                      "max_q_len")
+    ] + [("causal", ctypes.c_int32), ("return_lse", ctypes.c_int32), ("window", ctypes.c_int64),
+         ("decode", ctypes.c_int32), ("split_kv", ctypes.c_int32), ("tile_q", ctypes.c_int64),
+         ("tile_kv", ctypes.c_int64)]
+
+
+_ABI_NEEDED = 2  # attnc_attention_spec
+
+
 def version():
     """'attnc X.Y.Z' of the loaded library."""
     return _library().attnc_version().decode()
@@ -147,6 +169,38 @@ def canonical_spec(spec):
     """The canonical form of a spec ('field=value,...'); AttncError names a bad field."""
     lib = _library()
     return _string(lib.attnc_spec_canonical, spec.encode())
+
+
+def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0, max_q_len=1,
+             causal=False, window=None, return_lse=False, decode=None, split_kv=None, tile_q=None,
+             tile_kv=None):
+    """The canonical spec of the kernel attention() takes for tensors like these on
+    `target` ('sm_90a', 'sm_80'; Runtime().arch is the GPU's), by the C++ library's
+    rules: decode kernels for a paged cache (page_size > 0) with 1 to 16 query
+    tokens (max_q_len) unless `decode` says. Needs no GPU: e.g. to list the specs
+    a model will need for `attnc aot`."""
+    if dtype not in ("bf16", "f16"):
+        raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
+    if window is not None and int(window) < 1:
+        raise AttncError(f"window = {window} must be >= 1 (None: no window)")
+    if split_kv is not None and split_kv != "auto" and int(split_kv) < 1:
+        raise AttncError(f"split_kv = {split_kv} must be >= 1 or 'auto'")
+    for name, value in (("tile_q", tile_q), ("tile_kv", tile_kv)):
+        if value is not None and int(value) < 1:
+            raise AttncError(f"{name} = {value} must be >= 1 (None: the default)")
+    c = _Call()
+    c.size = ctypes.sizeof(_Call)
+    c.dtype = dtype.encode()
+    c.head_dim, c.num_q_heads, c.num_kv_heads = int(head_dim), int(num_q_heads), int(num_kv_heads)
+    c.page_size, c.max_q_len = int(page_size), int(max_q_len)
+    c.causal, c.return_lse = int(bool(causal)), int(bool(return_lse))
+    c.window = 0 if window is None else int(window)
+    c.decode = -1 if decode is None else int(bool(decode))
+    c.split_kv = 0 if split_kv in (None, "auto") else int(split_kv)
+    c.tile_q = 0 if tile_q is None else int(tile_q)
+    c.tile_kv = 0 if tile_kv is None else int(tile_kv)
+    lib = _library()
+    return _string(lib.attnc_attention_spec, ctypes.byref(c), target.encode())
 
 
 class Kernel:
@@ -410,24 +464,11 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     if scale is not None and not (math.isfinite(a.scale) and a.scale >= 0):
         raise AttncError(f"scale = {scale} must be finite and >= 0")
 
-    if decode is None:
-        decode = paged and a.max_q_len <= 16 and a.max_q_len * (hq // hkv) <= 128
-    mask = "causal" if causal else "none"
-    if window is not None:
-        mask = f"sliding_window({int(window)})"
-    fields = [f"mode={'decode' if decode else 'prefill'}", f"head_dim={d}", f"dtype={qv.dtype}",
-              f"mask={mask}", f"page_size={page_size}", f"gqa={hq // hkv}",
-              f"return_lse={'true' if return_lse else 'false'}"]
-    if decode:
-        fields.append(f"tile_q={max(1, min(16, a.max_q_len))}")
-        if split_kv is not None:
-            fields.append(f"split_kv={split_kv}")
-    if tile_q is not None and not decode:
-        fields.append(f"tile_q={tile_q}")
-    if tile_kv is not None:
-        fields.append(f"tile_kv={tile_kv}")
     rt = _runtime_for(device)
-    kernel = rt.kernel(",".join(fields))
+    kernel = rt.kernel(spec_for(qv.dtype, d, hq, hkv, target=rt.arch, page_size=page_size,
+                                max_q_len=a.max_q_len, causal=causal, window=window,
+                                return_lse=return_lse, decode=decode, split_kv=split_kv,
+                                tile_q=tile_q, tile_kv=tile_kv))
 
     def alloc(shape, dtype_name, name):
         if torch is None:
