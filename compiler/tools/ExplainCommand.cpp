@@ -124,7 +124,7 @@ int explain(const ExplainOptions &o) {
     }
   }
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype);
-  const int64_t br = spec.tile_q, bc = spec.tile_kv;
+  const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = kvStages(spec);
   llvm::outs() << "spec " << spec.str() << "\n\n"
                << "Model, for one head of N queries and N keys, head_dim d = " << d << ", "
                << b << "-byte elements, fp32 scores:\n"
@@ -133,12 +133,12 @@ int explain(const ExplainOptions &o) {
                << "  kernel HBM:    read Q once (Nd) + read K and V once per query tile "
                   "(2Nd * N/tile_q) + write O (Nd)\n"
                << "  textbook peak scratch: S and P, N^2 fp32 each (in place: N^2)\n"
-               << "  kernel peak scratch:   per thread block, Q tile + 2 stages of K and V "
-                  "tiles + one score tile: "
-               << "(tile_q + 4 tile_kv) d elements + tile_q tile_kv fp32\n\n";
+               << "  kernel peak scratch:   per thread block, Q tile + " << stages
+               << (stages == 1 ? " stage" : " stages") << " of K and V tiles + one score tile: "
+               << "(tile_q + " << 2 * stages << " tile_kv) d elements + tile_q tile_kv fp32\n\n";
   llvm::outs() << llvm::format("%8s %14s %14s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "textbook scratch", "kernel scratch");
-  const int64_t kernelScratch = (br + 4 * bc) * d * b + br * bc * 4;
+  const int64_t kernelScratch = (br + 2 * stages * bc) * d * b + br * bc * 4;
   for (int64_t n : lengths) {
     double tbHBM = 3.0 * n * d * b + 4.0 * n * n * 4 + 1.0 * n * d * b;
     double qTiles = std::ceil(double(n) / br);

@@ -148,17 +148,32 @@ int64_t sharedMemoryLimit(Target target) {
   return 0;
 }
 
-/// Two pipeline stages of K and V tiles behind one Q tile.
-static constexpr int64_t kKVStages = 2;
+/// The query rows a block keeps in shared memory: prefill's tile, or the 16
+/// rows of one mma tile that decode blocks take at a time (a GQA group's
+/// heads for the step's tokens, in passes of 16).
+static int64_t sharedQRows(const Spec &spec) {
+  return spec.mode == Mode::Decode ? 16 : spec.tile_q;
+}
 
-int64_t sharedMemoryBytes(const Spec &spec) {
-  // Decode: the GQA group's rows for tile_q tokens, and at least the 16 rows
-  // of one mma tile, which the decode kernels always stage.
-  int64_t qRows = spec.mode == Mode::Decode ? std::max<int64_t>(spec.tile_q * spec.gqa, 16)
-                                            : spec.tile_q;
-  return (qRows + 2 * kKVStages * spec.tile_kv) * spec.head_dim *
+/// Bytes of a block's Q rows and `stages` stages of K and V tiles.
+static int64_t stagedBytes(const Spec &spec, int64_t stages) {
+  return (sharedQRows(spec) + 2 * stages * spec.tile_kv) * spec.head_dim *
          bytesPerElement(spec.dtype);
 }
+
+int64_t kvStages(const Spec &spec) {
+  // As many as leave room for two blocks per SM (112 KiB each on sm_90a),
+  // measured on the H200 (tests/gpu/RESULTS.md): prefill two (the next tile
+  // loads while this one is computed; one for head dims under 64, which
+  // measured no gain), decode three (two tiles loading ahead). Else the
+  // fewest the loop takes: one for prefill, two for decode.
+  constexpr int64_t twoBlocks = 112 * 1024;
+  if (spec.mode == Mode::Decode)
+    return stagedBytes(spec, 3) <= twoBlocks ? 3 : 2;
+  return spec.head_dim >= 64 && stagedBytes(spec, 2) <= twoBlocks ? 2 : 1;
+}
+
+int64_t sharedMemoryBytes(const Spec &spec) { return stagedBytes(spec, kvStages(spec)); }
 
 static TileTuner tileTuner = nullptr;
 
@@ -261,8 +276,9 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     int64_t bytes = sharedMemoryBytes(s), limit = sharedMemoryLimit(s.target);
     if (bytes > limit)
       return err("tile_kv", s.tile_kv,
-                 "tiles do not fit: the Q tile and " + std::to_string(kKVStages) +
-                     " stages of K and V tiles need " + std::to_string(bytes) +
+                 "tiles do not fit: the Q tile and " + std::to_string(kvStages(s)) +
+                     (kvStages(s) == 1 ? " stage" : " stages") + " of K and V tiles need " +
+                     std::to_string(bytes) +
                      " bytes of shared memory, target = " + name(s.target) +
                      " has " + std::to_string(limit) + " per block");
   }

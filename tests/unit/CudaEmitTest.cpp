@@ -9,10 +9,10 @@
 #include "attnc/EmitCuda.h"
 #include "attnc/Nvrtc.h"
 
-
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <regex>
 
 using namespace attn;
 
@@ -97,6 +97,35 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
   src = emit("head_dim=256", shape);
   CHECK(src.find("kWarpRows = 16") != std::string::npos);
   CHECK(src.find("kStepKV = 64") != std::string::npos);
+}
+
+TEST_CASE("the launch's shared memory is what the kernel lays out, and what attnc spec says",
+          "[cuda]") {
+  // The kernel lays out kTileQ query rows (16 in decode), then kStages stages
+  // of a K and a V tile, in 2-byte elements; the launch shape must give that,
+  // and sharedMemoryBytes (what `attnc spec` prints and validation checks)
+  // must agree.
+  auto field = [](const std::string &src, const char *name) {
+    std::smatch m;
+    REQUIRE(std::regex_search(src, m, std::regex(std::string(name) + " = (\\d+);")));
+    return std::stoll(m[1]);
+  };
+  for (const char *text :
+       {"head_dim=64", "head_dim=64,mask=causal,page_size=16,gqa=2", "head_dim=128",
+        "head_dim=128,mask=causal", "head_dim=256,mask=causal", "head_dim=32",
+        "head_dim=96,gqa=2,page_size=16", "head_dim=128,tile_q=256,tile_kv=256",
+        "mode=decode,page_size=16,gqa=4", "mode=decode,page_size=16,gqa=16,head_dim=256",
+        "mode=decode,page_size=16,gqa=8,tile_kv=128", "mode=decode,page_size=1,head_dim=64"}) {
+    INFO(text);
+    CudaLaunchShape shape;
+    const std::string src = emit(text, shape);
+    const int64_t rows = field(src, "kTileQ"), kv = field(src, "kTileKV"),
+                  stages = field(src, "kStages"), hd = field(src, "kHeadDim");
+    CHECK(shape.shared_bytes == (rows + 2 * stages * kv) * hd * 2);
+    const Spec spec = *parseSpec(text).spec;
+    CHECK(shape.shared_bytes == sharedMemoryBytes(spec));
+    CHECK(stages == kvStages(spec));
+  }
 }
 
 TEST_CASE("emitting CUDA for a CPU spec is refused with a reason", "[cuda]") {

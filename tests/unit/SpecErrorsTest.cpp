@@ -316,53 +316,64 @@ TEST_CASE("GPU decode tiles take 1..16 query tokens and at most 128 query rows",
 }
 
 TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
-  // (tile_q + 2 stages * (K + V) * tile_kv) * head_dim * bytes per element.
+  // (Q rows + 2 (K and V) * stages * tile_kv) * head_dim * bytes per element,
+  // with as many stages as leave room for two blocks per SM (112 KiB): prefill
+  // 2 (1 under head_dim 64 or when 2 do not fit), decode 3 (else 2), decode
+  // keeping 16 Q rows.
   const int64_t sm90aLimit = 227 * 1024, sm80Limit = 163 * 1024;
   CHECK(sharedMemoryLimit(Target::SM90a) == sm90aLimit);
   CHECK(sharedMemoryLimit(Target::SM80) == sm80Limit);
   CHECK(sharedMemoryLimit(Target::CPU) == 0);
 
-  const int64_t big = (128 + 2 * 2 * 128) * 256 * 2; // 327680 bytes
-  CHECK(sharedMemoryBytes(parseValid("target=cpu,head_dim=256,tile_q=128,"
-                                     "tile_kv=128,dtype=f32")) ==
-        (128 + 4 * 128) * 256 * 4);
+  // The defaults: two blocks per SM.
+  CHECK(kvStages(parseValid("head_dim=128")) == 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=128")) == (128 + 2 * 2 * 32) * 128 * 2);
+  CHECK(kvStages(parseValid("head_dim=64,mask=causal")) == 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=64")) == (128 + 2 * 2 * 128) * 64 * 2);
+  CHECK(kvStages(parseValid("head_dim=32")) == 1);
+  CHECK(kvStages(parseValid("mode=decode,page_size=16,gqa=4")) == 3);
+  CHECK(sharedMemoryBytes(parseValid("mode=decode,page_size=16,gqa=4")) ==
+        (16 + 2 * 3 * 64) * 128 * 2);
+  // Decode keeps 16 Q rows whatever the group: it takes them 16 at a time.
+  CHECK(sharedMemoryBytes(parseValid("mode=decode,page_size=16,gqa=32")) ==
+        (16 + 2 * 3 * 64) * 128 * 2);
+  // Tiles too large for two blocks: the fewest stages the loop takes.
+  Spec s = parseValid("head_dim=256");
+  CHECK(kvStages(s) == 1);
+  CHECK(sharedMemoryBytes(s) == (64 + 2 * 64) * 256 * 2);
+  s = parseValid("mode=decode,page_size=16,head_dim=256");
+  CHECK(kvStages(s) == 2);
+  CHECK(sharedMemoryBytes(s) == (16 + 2 * 2 * 64) * 256 * 2);
+  s = parseValid("head_dim=128,tile_q=256,tile_kv=256");
+  CHECK(kvStages(s) == 1);
+  CHECK(sharedMemoryBytes(s) == (256 + 2 * 256) * 128 * 2);
+  CHECK(sharedMemoryBytes(s) <= sm90aLimit);
+
   checkErrors({
-      {"head_dim=256,tile_q=128,tile_kv=128",
-       "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 2 stages "
-       "of K and V tiles need 327680 bytes of shared memory, target = sm_90a "
+      {"head_dim=256,tile_q=256,tile_kv=256",
+       "invalid spec: tile_kv = 256: tiles do not fit: the Q tile and 1 stage "
+       "of K and V tiles need 393216 bytes of shared memory, target = sm_90a "
        "has 232448 per block"},
-      // sm_80 defaults for head_dim 256 (64 x 64) fit; a wider KV tile does not.
-      {"head_dim=256,tile_kv=80,target=sm_80",
-       "invalid spec: tile_kv = 80: tiles do not fit: the Q tile and 2 stages "
+      // sm_80 has less: head_dim 256 with 128 x 128 tiles fits sm_90a only.
+      {"head_dim=256,tile_q=128,tile_kv=128,target=sm_80",
+       "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 1 stage "
        "of K and V tiles need 196608 bytes of shared memory, target = sm_80 has "
        "166912 per block"},
-      // Decode counts the Q rows of the whole GQA group, at least the 16
-      // rows of an mma tile.
+      // Decode never goes under two stages.
       {"mode=decode,page_size=16,head_dim=256,tile_kv=256,gqa=32",
        "invalid spec: tile_kv = 256: tiles do not fit: the Q tile and 2 stages "
-       "of K and V tiles need 540672 bytes of shared memory, target = sm_90a "
+       "of K and V tiles need 532480 bytes of shared memory, target = sm_90a "
        "has 232448 per block"},
-      // 8 rows of a group would leave 1 KiB to spare; the kernel stages 16.
       {"mode=decode,page_size=16,head_dim=128,tile_kv=224,gqa=8",
        "invalid spec: tile_kv = 224: tiles do not fit: the Q tile and 2 stages "
        "of K and V tiles need 233472 bytes of shared memory, target = sm_90a "
        "has 232448 per block"},
   });
-  CHECK(big == 327680);
-  CHECK((64 + 4 * 80) * 256 * 2 == 196608);
-  CHECK((32 + 4 * 256) * 256 * 2 == 540672);
-  CHECK((16 + 4 * 224) * 128 * 2 == 233472);
-  CHECK(sharedMemoryBytes(parseValid("mode=decode,page_size=16,gqa=4")) == (16 + 4 * 64) * 128 * 2);
-
-  // Large tiles that still fit pass; a little more does not.
-  Spec s = parseValid("head_dim=128,tile_q=128,tile_kv=176");
-  CHECK(sharedMemoryBytes(s) == (128 + 4 * 176) * 128 * 2);
-  CHECK(sharedMemoryBytes(s) <= sm90aLimit);
-  CHECK(parseError("head_dim=128,tile_q=256,tile_kv=192") ==
-        "invalid spec: tile_kv = 192: tiles do not fit: the Q tile and 2 stages "
-        "of K and V tiles need " +
-            std::to_string((256 + 4 * 192) * 128 * 2) +
-            " bytes of shared memory, target = sm_90a has 232448 per block");
+  CHECK((256 + 2 * 256) * 256 * 2 == 393216);
+  CHECK((128 + 2 * 128) * 256 * 2 == 196608);
+  CHECK((16 + 2 * 2 * 256) * 256 * 2 == 532480);
+  CHECK((16 + 2 * 2 * 224) * 128 * 2 == 233472);
+  CHECK(parseValid("head_dim=256,tile_q=128,tile_kv=128").head_dim == 256); // fits sm_90a
   // The CPU has no shared-memory rule.
   CHECK(parseValid("target=cpu,head_dim=256,tile_q=4096,tile_kv=4096").tile_q ==
         4096);

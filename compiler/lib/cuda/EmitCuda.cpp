@@ -127,7 +127,8 @@ struct BlockLayout {
   int64_t warpRows, stepKV, stages;
 };
 
-BlockLayout prefillLayout(int64_t headDim, int64_t tileQ, int64_t tileKV) {
+BlockLayout prefillLayout(const Spec &spec) {
+  const int64_t headDim = spec.head_dim, tileQ = spec.tile_q, tileKV = spec.tile_kv;
   BlockLayout l{16, tileKV, 1};
   // 32 query rows per warp halve the shared-memory reads per mma when two
   // 16-row blocks' accumulators (head_dim / 2 registers each) and scores
@@ -144,25 +145,21 @@ BlockLayout prefillLayout(int64_t headDim, int64_t tileQ, int64_t tileKV) {
     l.warpRows = 32;
   else
     l.stepKV = tileKV;
-  // Two K/V stages (the next tile loads while this one is computed) when two
-  // blocks still fit in an SM's shared memory. Measured on the H200 against
-  // one stage: head_dim 128 5-8 % faster; head_dim 64 (128-key tiles,
-  // 80 KiB) 1-8 % faster since the lazy rescale freed registers (before it,
-  // one stage had won on the long rows). Smaller head dims keep one stage.
-  const int64_t twoStages = (tileQ + 4 * tileKV) * headDim * 2;
-  if (headDim >= 64 && twoStages <= 112 * 1024)
-    l.stages = 2;
+  // K/V stages: kvStages (Spec.cpp), where the shared memory is counted.
+  // Measured on the H200 against one stage: two were 5-8 % faster for
+  // head_dim 128, and 1-8 % for head_dim 64 (128-key tiles, 80 KiB) since the
+  // lazy rescale freed registers (before it, one stage had won on the long
+  // rows).
+  l.stages = kvStages(spec);
   return l;
 }
 
-/// A decode block: 16 rows, 16 keys per warp, and three K/V stages (two
-/// tiles loading while one is computed) when two blocks still fit in an SM's
-/// shared memory, else two. Measured on the H200 (bench/RESULTS.md): three
-/// stages read the paged cache 3-13 % faster than two for head_dim 128;
-/// four (one block per SM) were 30 % slower.
-BlockLayout decodeLayout(int64_t headDim, int64_t tileKV) {
-  const int64_t threeStages = (16 + 2 * 3 * tileKV) * headDim * 2;
-  return BlockLayout{16, tileKV, threeStages <= 112 * 1024 ? 3 : 2};
+/// A decode block: 16 rows, 16 keys per warp, kvStages stages (three while
+/// two blocks fit in an SM: two tiles load while one is computed). Measured
+/// on the H200: three stages read the paged cache 3-13 % faster than two for
+/// head_dim 128; four (one block per SM) were 30 % slower.
+BlockLayout decodeLayout(const Spec &spec) {
+  return BlockLayout{16, spec.tile_kv, kvStages(spec)};
 }
 
 /// The kernel's compile-time configuration: what the spec and the IR fix.
@@ -485,11 +482,9 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   }
   shape.decode = decode;
   shape.tile_q = static_cast<int>(tileQ);
-  const BlockLayout layout = decode ? decodeLayout(spec.head_dim, spec.tile_kv)
-                                      : prefillLayout(spec.head_dim, tileQ, spec.tile_kv);
+  const BlockLayout layout = decode ? decodeLayout(spec) : prefillLayout(spec);
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / layout.warpRows * 32);
-  shape.shared_bytes =
-      static_cast<int>((tileQ + 2 * layout.stages * spec.tile_kv) * spec.head_dim * 2);
+  shape.shared_bytes = static_cast<int>(sharedMemoryBytes(spec));
   shape.merge_threads = decode ? 128 : 0;
 
   std::ostringstream o;

@@ -114,8 +114,12 @@ void setTileTuner(TileTuner tuner);
 /// The canonical form with tile_q = tile_kv = 0: what a tuning table is keyed by.
 std::string tuningKey(const Spec &spec);
 
-/// Shared memory a GPU kernel of this spec needs: the Q tile (all rows of a
-/// GQA group in decode) plus two pipeline stages of K and V tiles.
+/// Stages of K and V tiles a GPU kernel of this spec keeps in shared memory
+/// (the pipeline depth): 2 for prefill and 3 for decode while two blocks fit
+/// in an SM, else 1 and 2.
+int64_t kvStages(const Spec &spec);
+/// Shared memory a GPU kernel of this spec needs: the Q rows (prefill's
+/// tile; 16 rows in decode) plus kvStages(spec) stages of K and V tiles.
 int64_t sharedMemoryBytes(const Spec &spec);
 /// Largest dynamic shared memory per block of a GPU target.
 int64_t sharedMemoryLimit(Target target);
