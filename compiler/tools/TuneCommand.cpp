@@ -1,6 +1,7 @@
-//===- TuneCommand.cpp - attnc tune: tile sizes chosen by measurement -----===//
+//===- TuneCommand.cpp - attnc tune: tiles and stages chosen by measurement ===//
 //
-// Times candidate tile sizes of a spec on the GPU on one benchmark shape,
+// Times candidate tile sizes and pipeline depths (K/V stages) of a spec on
+// the GPU on one benchmark shape,
 // after checking each candidate's output against the built-in default's on
 // the same inputs, and records the fastest in the tuning table
 // (runtime/include/attnc/Tuning.h), from which a spec that leaves its tiles
@@ -20,6 +21,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <sstream>
@@ -59,8 +61,8 @@ double relative(const std::vector<uint16_t> &out, const std::vector<uint16_t> &r
 int tune(const TuneOptions &o) {
   // The built-in defaults are the baseline: parse without the table.
   TuningTable::install(nullptr);
-  if (mentions(o.spec, "tile_q") || mentions(o.spec, "tile_kv"))
-    return fail("tune chooses tile_q and tile_kv: leave them out of --spec");
+  if (mentions(o.spec, "tile_q") || mentions(o.spec, "tile_kv") || mentions(o.spec, "stages"))
+    return fail("tune chooses tile_q, tile_kv and stages: leave them out of --spec");
   std::string error;
   std::unique_ptr<Runtime> rt = Runtime::create(error);
   if (!rt)
@@ -83,24 +85,42 @@ int tune(const TuneOptions &o) {
     for (std::string c; std::getline(in, c, ';');)
       if (!c.empty())
         lists.push_back(c);
-  } else if (decode) {
-    for (int kv : {32, 64, 128})
-      lists.push_back("tile_kv=" + std::to_string(kv));
   } else {
-    for (int q : {64, 128})
+    // The tile grid (each with its measured pipeline depth), then the
+    // built-in tiles at every depth the loop takes.
+    const std::string tiles =
+        "tile_q=" + std::to_string(base.tile_q) + ",tile_kv=" + std::to_string(base.tile_kv);
+    if (decode) {
       for (int kv : {32, 64, 128})
-        lists.push_back("tile_q=" + std::to_string(q) + ",tile_kv=" + std::to_string(kv));
+        lists.push_back("tile_kv=" + std::to_string(kv));
+      for (int st : {2, 3, 4})
+        lists.push_back("tile_kv=" + std::to_string(base.tile_kv) + ",stages=" + std::to_string(st));
+    } else {
+      for (int q : {64, 128})
+        for (int kv : {32, 64, 128})
+          lists.push_back("tile_q=" + std::to_string(q) + ",tile_kv=" + std::to_string(kv));
+      for (int st : {1, 2})
+        lists.push_back(tiles + ",stages=" + std::to_string(st));
+    }
   }
+  auto same = [](const Spec &a, const Spec &b) {
+    return a.tile_q == b.tile_q && a.tile_kv == b.tile_kv && kvStages(a) == kvStages(b);
+  };
   std::vector<Candidate> cands;
   cands.push_back({"tile_q=" + std::to_string(base.tile_q) + ",tile_kv=" +
-                       std::to_string(base.tile_kv) + " (built-in)",
+                       std::to_string(base.tile_kv) + ",stages=" +
+                       std::to_string(kvStages(base)) + " (built-in)",
                    base});
   for (const std::string &fields : lists) {
     SpecResult c = parseSpec(text + "," + fields);
-    if (!c)
-      return fail("--candidates '" + fields + "': " + c.error->message());
-    if (c.spec->tile_q == base.tile_q && c.spec->tile_kv == base.tile_kv)
-      continue;
+    if (!c) {
+      if (!o.candidates.empty())
+        return fail("--candidates '" + fields + "': " + c.error->message());
+      continue; // a default candidate these tiles cannot take (shared memory)
+    }
+    if (std::any_of(cands.begin(), cands.end(),
+                    [&](const Candidate &k) { return same(k.spec, *c.spec); }))
+      continue; // the same kernel as one already listed
     cands.push_back({fields, *c.spec});
   }
 
@@ -176,15 +196,17 @@ int tune(const TuneOptions &o) {
   const std::string note = llvm::formatv("{0:f2}x the built-in on {1}, {2}", cands[0].ms / best->ms,
                                          rt->deviceName(), date)
                                .str();
-  llvm::outs() << "best: tile_q=" << best->spec.tile_q << ",tile_kv=" << best->spec.tile_kv << " ("
-               << note << ")\n";
+  const TunedTiles chosen = {best->spec.tile_q, best->spec.tile_kv, best->spec.stages};
+  llvm::outs() << "best: tile_q=" << chosen.tile_q << ",tile_kv=" << chosen.tile_kv
+               << (chosen.stages != kStagesAuto ? ",stages=" + std::to_string(chosen.stages) : "")
+               << " (" << note << ")\n";
   if (o.dryRun)
     return 0;
   const std::string path = o.file.empty() ? TuningTable::defaultPath() : o.file;
   TuningTable table;
   if (!table.load(path, error))
     return fail(error + " (fix or remove the file; nothing written)");
-  table.set(base, {best->spec.tile_q, best->spec.tile_kv}, note);
+  table.set(base, chosen, note);
   if (!table.save(path, error))
     return fail(error);
   llvm::outs() << "recorded in " << path << "\n";

@@ -48,8 +48,9 @@ static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: tex
                                             "attention vs the generated kernel");
 static cl::SubCommand aotCmd("aot", "Compile a file of specs for a list of architectures into a "
                                     "bundle an application links (no NVRTC at run time)");
-static cl::SubCommand tuneCmd("tune", "Time a spec's candidate tile sizes on the GPU and record "
-                                      "the fastest as the defaults for specs like it");
+static cl::SubCommand tuneCmd("tune", "Time a spec's candidate tile sizes and pipeline depths on "
+                                      "the GPU and record the fastest as the defaults for specs "
+                                      "like it");
 
 static cl::opt<std::string>
     specText("spec", cl::desc("The attention spec, field=value pairs separated by commas; "
@@ -154,9 +155,10 @@ static cl::opt<bool> aotForce("force", cl::desc("Replace an existing bundle fold
 // attnc tune
 static cl::opt<std::string>
     tuneCandidates("candidates",
-                   cl::desc("Tile sizes to try, ';' between candidates (e.g. "
-                            "\"tile_q=64,tile_kv=64;tile_kv=128\"); default: tile_q 64 and 128 x "
-                            "tile_kv 32, 64, 128 (decode: tile_kv only)"),
+                   cl::desc("Tile sizes (and stages) to try, ';' between candidates (e.g. "
+                            "\"tile_q=64,tile_kv=64;tile_kv=128,stages=1\"); default: tile_q 64 "
+                            "and 128 x tile_kv 32, 64, 128 (decode: tile_kv only), then the "
+                            "built-in tiles at each pipeline depth (prefill 1-2, decode 2-4)"),
                    cl::sub(tuneCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> tuneSeqLen("seq-len",
                                    cl::desc("Keys per sequence of the timed shape (and queries, "
@@ -214,7 +216,7 @@ Commands:
   attnc trace     follow one query row through the recurrence, tile by tile
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
   attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else ~/.cache/attnc)
-  attnc tune      time a spec's candidate tile sizes on the GPU; the fastest become its defaults
+  attnc tune      time a spec's candidate tiles and pipeline depths on the GPU; the fastest become its defaults
   attnc aot       compile a file of specs into a bundle an application links (no NVRTC at run time)
 Run `attnc <command> --help` for a command's flags.
 
@@ -230,6 +232,7 @@ A spec is a comma-separated list of field=value pairs; unset fields take default
   return_lse  true | false                                      (false)
   target      sm_80 | sm_90a | cpu                              (sm_90a)
   split_kv    decode only: auto | number of splits              (auto)
+  stages      K/V stages: auto | 1..2 prefill, 2..4 decode       (auto: measured)
 Example:
   attnc emit --spec mode=prefill,mask=causal,page_size=16,gqa=4,head_dim=128 --print-ir-after-all
 )";

@@ -62,7 +62,7 @@ int64_t bytesPerElement(DType d) {
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
       "mode", "head_dim", "dtype",      "tile_q", "tile_kv", "mask",
-      "page_size", "gqa", "return_lse", "target", "split_kv"};
+      "page_size", "gqa", "return_lse", "target", "split_kv", "stages"};
   return names;
 }
 
@@ -87,7 +87,7 @@ bool Spec::operator==(const Spec &o) const {
          tile_q == o.tile_q && tile_kv == o.tile_kv && mask == o.mask &&
          page_size == o.page_size && gqa == o.gqa &&
          return_lse == o.return_lse && target == o.target &&
-         (mode == Mode::Prefill || split_kv == o.split_kv);
+         (mode == Mode::Prefill || split_kv == o.split_kv) && stages == o.stages;
 }
 
 static std::string splitKVText(int64_t splits) {
@@ -105,6 +105,8 @@ std::string Spec::str() const {
                   ",target=" + name(target);
   if (mode == Mode::Decode)
     s += ",split_kv=" + splitKVText(split_kv);
+  if (stages != kStagesAuto)
+    s += ",stages=" + std::to_string(stages);
   return s;
 }
 
@@ -129,6 +131,8 @@ std::string Spec::symbol() const {
   s += target == Target::SM80 ? "_sm80" : target == Target::SM90a ? "_sm90a" : "_cpu";
   if (mode == Mode::Decode)
     s += "_s" + splitKVText(split_kv);
+  if (stages != kStagesAuto)
+    s += "_st" + std::to_string(stages);
   return s;
 }
 
@@ -162,6 +166,8 @@ static int64_t stagedBytes(const Spec &spec, int64_t stages) {
 }
 
 int64_t kvStages(const Spec &spec) {
+  if (spec.stages != kStagesAuto)
+    return spec.stages;
   // As many as leave room for two blocks per SM (112 KiB each on sm_90a),
   // measured on the H200 (tests/gpu/RESULTS.md): prefill two (the next tile
   // loads while this one is computed; one for head dims under 64, which
@@ -182,6 +188,7 @@ void setTileTuner(TileTuner tuner) { tileTuner = tuner; }
 std::string tuningKey(const Spec &spec) {
   Spec key = spec;
   key.tile_q = key.tile_kv = 0;
+  key.stages = kStagesAuto;
   return key.str();
 }
 
@@ -193,6 +200,8 @@ void applyDefaultTiles(Spec &spec) {
       Spec t = spec;
       t.tile_q = tuned->tile_q;
       t.tile_kv = tuned->tile_kv;
+      if (t.stages == kStagesAuto)
+        t.stages = tuned->stages; // measured with those tiles
       if (!validateSpec(t)) {
         spec = t;
         return;
@@ -273,6 +282,12 @@ std::optional<SpecError> validateSpec(const Spec &s) {
       return err("gqa", s.gqa,
                  "tile_q * gqa = " + std::to_string(s.tile_q * s.gqa) +
                      " query rows exceed 128 per thread block in mode = decode");
+    // The loops the emitter prints: prefill's keeps the next tile loading
+    // (2) or none (1); decode's keeps stages - 1 tiles loading ahead.
+    if (s.mode == Mode::Prefill && (s.stages < 0 || s.stages > 2))
+      return err("stages", s.stages, "must be auto, 1 or 2 for mode = prefill");
+    if (s.mode == Mode::Decode && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 4))
+      return err("stages", s.stages, "must be auto or 2..4 for mode = decode");
     int64_t bytes = sharedMemoryBytes(s), limit = sharedMemoryLimit(s.target);
     if (bytes > limit)
       return err("tile_kv", s.tile_kv,
@@ -282,6 +297,8 @@ std::optional<SpecError> validateSpec(const Spec &s) {
                      " bytes of shared memory, target = " + name(s.target) +
                      " has " + std::to_string(limit) + " per block");
   }
+  if (!gpu && s.stages != kStagesAuto)
+    return err("stages", s.stages, "applies to GPU targets only (the CPU has no shared memory)");
   if (s.mode == Mode::Decode && (s.split_kv < 0 || s.split_kv > 1024))
     return err("split_kv", s.split_kv, "must be auto or a number of splits in 1..1024");
   return std::nullopt;
@@ -407,6 +424,13 @@ struct Reader {
         return bad(field, value, "expected auto or a number of splits >= 1");
       if (spec.split_kv == 0)
         return bad(field, value, "expected auto or a number of splits >= 1");
+    } else if (field == "stages") {
+      if (value == "auto") {
+        spec.stages = kStagesAuto;
+        return std::nullopt;
+      }
+      if (count(field, value, spec.stages) || spec.stages == 0)
+        return bad(field, value, "expected auto or a number of K/V stages >= 1");
     }
     return std::nullopt;
   }

@@ -32,7 +32,7 @@ std::string trim(const std::string &s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-/// "tile_q=N,tile_kv=N" (either order) into `t`.
+/// "tile_q=N,tile_kv=N[,stages=N]" (any order) into `t`.
 bool parseTiles(const std::string &text, TunedTiles &t) {
   std::istringstream in(text);
   std::string field;
@@ -50,6 +50,8 @@ bool parseTiles(const std::string &text, TunedTiles &t) {
       t.tile_q = v;
     else if (key == "tile_kv")
       t.tile_kv = v;
+    else if (key == "stages")
+      t.stages = v;
     else
       return false;
   }
@@ -83,7 +85,7 @@ bool TuningTable::load(const std::string &path, std::string &error) {
     e.note = note;
     if (colon == std::string::npos || !parseTiles(line.substr(colon + 1), e.tiles)) {
       error = path + ":" + std::to_string(number) +
-              ": expected 'SPEC: tile_q=N,tile_kv=N', got '" + line + "'";
+              ": expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]', got '" + line + "'";
       return false;
     }
     // The key names tile_q=0,tile_kv=0: parse it with the recorded tiles.
@@ -95,7 +97,9 @@ bool TuningTable::load(const std::string &path, std::string &error) {
                                       text[at + field.size() + 1] == ','))
         text.replace(at, field.size() + 1, field + std::to_string(value));
     }
-    SpecResult spec = parseSpec(text);
+    if (e.tiles.stages != kStagesAuto)
+      text += ",stages=" + std::to_string(e.tiles.stages);
+    SpecResult spec = parseSpec(text); // the recorded tiles and stages must make a valid spec
     if (!spec) {
       error = path + ":" + std::to_string(number) + ": " + spec.error->message();
       return false;
@@ -114,10 +118,11 @@ bool TuningTable::save(const std::string &path, std::string &error) const {
       error = "cannot write " + tmp;
       return false;
     }
-    out << "# attnc tuning table: tile sizes `attnc tune` measured best on this machine.\n"
-           "# A spec that leaves tile_q and tile_kv open takes them from here.\n";
+    out << "# attnc tuning table: tile sizes (and pipeline depths) `attnc tune` measured best\n"
+           "# on this machine. A spec that leaves tile_q and tile_kv open takes them from here.\n";
     for (const auto &[key, e] : entries_)
       out << key << ": tile_q=" << e.tiles.tile_q << ",tile_kv=" << e.tiles.tile_kv
+          << (e.tiles.stages != kStagesAuto ? ",stages=" + std::to_string(e.tiles.stages) : "")
           << (e.note.empty() ? "" : "  # " + e.note) << "\n";
     if (!out.flush()) {
       error = "cannot write " + tmp;

@@ -115,7 +115,9 @@ TEST_CASE("the launch's shared memory is what the kernel lays out, and what attn
         "head_dim=128,mask=causal", "head_dim=256,mask=causal", "head_dim=32",
         "head_dim=96,gqa=2,page_size=16", "head_dim=128,tile_q=256,tile_kv=256",
         "mode=decode,page_size=16,gqa=4", "mode=decode,page_size=16,gqa=16,head_dim=256",
-        "mode=decode,page_size=16,gqa=8,tile_kv=128", "mode=decode,page_size=1,head_dim=64"}) {
+        "mode=decode,page_size=16,gqa=8,tile_kv=128", "mode=decode,page_size=1,head_dim=64",
+        "head_dim=128,stages=1", "head_dim=64,mask=causal,stages=1",
+        "mode=decode,page_size=16,gqa=4,stages=2", "mode=decode,page_size=16,gqa=4,stages=4"}) {
     INFO(text);
     CudaLaunchShape shape;
     const std::string src = emit(text, shape);

@@ -25,7 +25,7 @@ TEST_CASE("an unknown field is rejected with the list of known fields",
           "[spec][errors]") {
   const std::string known =
       "unknown field (known fields: mode, head_dim, dtype, tile_q, tile_kv, "
-      "mask, page_size, gqa, return_lse, target, split_kv)";
+      "mask, page_size, gqa, return_lse, target, split_kv, stages)";
   CHECK(parseError("heads=8") == "invalid spec: 'heads' = '8': " + known);
   CHECK(parseError("mode=prefill, Mode=decode") ==
         "invalid spec: 'Mode' = 'decode': " + known);
@@ -313,6 +313,42 @@ TEST_CASE("GPU decode tiles take 1..16 query tokens and at most 128 query rows",
   // The row limit is a GPU rule: the CPU takes any group size.
   CHECK(parseValid("mode=decode,page_size=16,tile_q=16,gqa=256,target=cpu").gqa ==
         256);
+}
+
+TEST_CASE("stages sets the pipeline depth within what the loops take", "[spec]") {
+  // Auto: the measured choice, not printed; set: printed, in the symbol, and
+  // what kvStages (and so the emitter and the shared memory) uses.
+  Spec s = parseValid("head_dim=128");
+  CHECK(s.stages == kStagesAuto);
+  CHECK(s.str().find("stages") == std::string::npos);
+  s = parseValid("head_dim=128,stages=1");
+  CHECK(kvStages(s) == 1);
+  CHECK(sharedMemoryBytes(s) == (128 + 2 * 32) * 128 * 2);
+  CHECK(s.str() == "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=32,mask=none,"
+                   "page_size=0,gqa=1,return_lse=false,target=sm_90a,stages=1");
+  CHECK(s.symbol() == "attn_prefill_hd128_bf16_q128_kv32_nomask_p0_g1_sm90a_st1");
+  CHECK(parseValid(s.str()) == s);
+  CHECK(parseValid("head_dim=128,stages=auto") == parseValid("head_dim=128"));
+  CHECK(parseValid("head_dim=128,stages=1") != parseValid("head_dim=128"));
+  Spec d = parseValid("mode=decode,page_size=16,gqa=4,stages=4");
+  CHECK(kvStages(d) == 4);
+  CHECK(d.str().find(",split_kv=auto,stages=4") != std::string::npos);
+  CHECK(d.symbol().find("_sauto_st4") != std::string::npos);
+  checkErrors({
+      {"head_dim=128,stages=3", "invalid spec: stages = 3: must be auto, 1 or 2 for mode = prefill"},
+      {"mode=decode,page_size=16,stages=1",
+       "invalid spec: stages = 1: must be auto or 2..4 for mode = decode"},
+      {"mode=decode,page_size=16,stages=5",
+       "invalid spec: stages = 5: must be auto or 2..4 for mode = decode"},
+      {"target=cpu,stages=2",
+       "invalid spec: stages = 2: applies to GPU targets only (the CPU has no shared memory)"},
+      {"stages=0", "invalid spec: stages = '0': expected auto or a number of K/V stages >= 1"},
+      {"stages=two", "invalid spec: stages = 'two': expected auto or a number of K/V stages >= 1"},
+      // More stages take more shared memory: 2 of these tiles do not fit.
+      {"head_dim=256,tile_q=128,tile_kv=128,stages=2",
+       "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 2 stages of K and V tiles "
+       "need 327680 bytes of shared memory, target = sm_90a has 232448 per block"},
+  });
 }
 
 TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {

@@ -144,7 +144,7 @@ TEST_CASE("names, element sizes and field names are the documented spellings",
   CHECK(specFieldNames() ==
         std::vector<std::string>{"mode", "head_dim", "dtype", "tile_q",
                                  "tile_kv", "mask", "page_size", "gqa",
-                                 "return_lse", "target", "split_kv"});
+                                 "return_lse", "target", "split_kv", "stages"});
   CHECK(Mask{}.str() == "none");
   CHECK(Mask{MaskKind::Causal, 0}.str() == "causal");
   CHECK(Mask{MaskKind::SlidingWindow, 256}.str() == "sliding_window(256)");

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 using namespace attn;
@@ -51,6 +52,46 @@ TEST_CASE("a tuning table round-trips and becomes the defaults of its specs", "[
   std::remove(path.c_str());
 }
 
+TEST_CASE("a tuned pipeline depth comes with its tiles, unless the spec sets its own",
+          "[tuning]") {
+  const std::string path = tempPath("stages.txt");
+  TuningTable table;
+  std::string error;
+  table.set(parsed("mask=causal"), {128, 64, 1}, "one stage");
+  table.set(parsed("mode=decode,page_size=16,gqa=4"), {1, 64, 4}, "");
+  REQUIRE(table.save(path, error));
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str().find(": tile_q=128,tile_kv=64,stages=1  # one stage") != std::string::npos);
+
+  TuningTable again;
+  REQUIRE(again.load(path, error));
+  // The key leaves tiles and stages out: a spec that sets stages finds the entry.
+  const TuningTable::Entry *e = again.find(parsed("mask=causal,stages=2"));
+  REQUIRE(e);
+  CHECK(e->tiles.stages == 1);
+  TuningTable::install(&again);
+  Spec s = parsed("mask=causal");
+  CHECK(s.tile_kv == 64);
+  CHECK(s.stages == 1);
+  CHECK(kvStages(s) == 1);
+  CHECK(parsed("mask=causal,stages=2").stages == 2);          // its own depth stays
+  CHECK(parsed("mask=causal,tile_kv=32").stages == kStagesAuto); // one tile given: built-in
+  CHECK(kvStages(parsed("mode=decode,page_size=16,gqa=4")) == 4);
+  TuningTable::install(nullptr);
+  CHECK(parsed("mask=causal").stages == kStagesAuto);
+  std::remove(path.c_str());
+
+  // A depth its tiles cannot take refuses the whole table, naming the line.
+  const std::string bad = tempPath("bad-stages.txt");
+  std::ofstream(bad) << tuningKey(parsed("mask=causal")) << ": tile_q=128,tile_kv=64,stages=3\n";
+  TuningTable refused;
+  CHECK_FALSE(refused.load(bad, error));
+  CHECK(error == bad + ":1: invalid spec: stages = 3: must be auto, 1 or 2 for mode = prefill");
+  std::remove(bad.c_str());
+}
+
 TEST_CASE("a bad tuning table is refused with its line, and bad tiles are never used",
           "[tuning]") {
   const std::string path = tempPath("bad.txt");
@@ -58,7 +99,7 @@ TEST_CASE("a bad tuning table is refused with its line, and bad tiles are never 
   TuningTable table;
   std::string error;
   CHECK_FALSE(table.load(path, error));
-  CHECK(error == path + ":3: expected 'SPEC: tile_q=N,tile_kv=N', got 'head_dim=128: tile_q=64'");
+  CHECK(error == path + ":3: expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]', got 'head_dim=128: tile_q=64'");
   CHECK(table.size() == 0);
 
   std::ofstream(path) << "head_dim=100: tile_q=64,tile_kv=64\n";

@@ -45,6 +45,9 @@ struct Mask {
 /// Split-KV for decode: `auto` (0, chosen at run time from the grid and the
 /// number of SMs) or a fixed number of splits.
 constexpr int64_t kSplitKVAuto = 0;
+/// K/V stages in shared memory (the pipeline depth): `auto` (0, the measured
+/// choice of kvStages) or a fixed number.
+constexpr int64_t kStagesAuto = 0;
 
 struct Spec {
   Mode mode = Mode::Prefill;
@@ -58,6 +61,7 @@ struct Spec {
   bool return_lse = false;
   Target target = Target::SM90a;
   int64_t split_kv = kSplitKVAuto; ///< Decode only.
+  int64_t stages = kStagesAuto;    ///< GPU only: K/V tiles in shared memory.
 
   bool operator==(const Spec &o) const;
   bool operator!=(const Spec &o) const { return !(*this == o); }
@@ -66,7 +70,8 @@ struct Spec {
   bool isPaged() const { return page_size > 0; }
 
   /// The canonical text form: every field, fixed order, `field=value`
-  /// joined by commas (split_kv only for decode). parseSpec(s.str()) == s.
+  /// joined by commas (split_kv only for decode, stages only when not auto).
+  /// parseSpec(s.str()) == s.
   std::string str() const;
   /// A C identifier naming this spec, for AOT symbols and kernel names,
   /// e.g. `attn_prefill_hd128_bf16_q128_kv64_causal_p16_g4_sm90a`.
@@ -105,18 +110,20 @@ void applyDefaultTiles(Spec &spec);
 /// Tile sizes `attnc tune` measured best for a kind of spec.
 struct TunedTiles {
   int64_t tile_q = 0, tile_kv = 0;
+  int64_t stages = kStagesAuto; ///< the pipeline depth measured with them (auto: not tuned)
 };
 /// Looks a spec up in a tuning table (by tuningKey); nullopt: not tuned.
 using TileTuner = std::optional<TunedTiles> (*)(const Spec &);
 /// Installs the process-wide tuner applyDefaultTiles consults (nullptr:
 /// none, the built-in defaults only). Not thread-safe: install it at start.
 void setTileTuner(TileTuner tuner);
-/// The canonical form with tile_q = tile_kv = 0: what a tuning table is keyed by.
+/// The canonical form with tile_q = tile_kv = 0 and stages = auto: what a
+/// tuning table is keyed by.
 std::string tuningKey(const Spec &spec);
 
 /// Stages of K and V tiles a GPU kernel of this spec keeps in shared memory
-/// (the pipeline depth): 2 for prefill and 3 for decode while two blocks fit
-/// in an SM, else 1 and 2.
+/// (the pipeline depth): the spec's `stages` when set; else 2 for prefill and
+/// 3 for decode while two blocks fit in an SM, else 1 and 2.
 int64_t kvStages(const Spec &spec);
 /// Shared memory a GPU kernel of this spec needs: the Q rows (prefill's
 /// tile; 16 rows in decode) plus kvStages(spec) stages of K and V tiles.

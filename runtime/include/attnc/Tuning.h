@@ -1,12 +1,13 @@
 //===- Tuning.h - The tuning table: tile sizes measured best on this machine -*- C++ -*-===//
 //
-// `attnc tune` times candidate tile sizes of a spec on the GPU and records
-// the winner here; once installed, a spec that leaves tile_q and tile_kv open
-// takes the recorded sizes (attn::applyDefaultTiles). The file is text, one
+// `attnc tune` times candidate tile sizes (and pipeline depths) of a spec on
+// the GPU and records the winner here; once installed, a spec that leaves
+// tile_q and tile_kv open takes the recorded sizes, and the recorded stages
+// unless it sets its own (attn::applyDefaultTiles). The file is text, one
 // entry per line:
 //
 //   # comment
-//   <tuningKey of the spec>: tile_q=<n>,tile_kv=<n>   # what was measured
+//   <tuningKey of the spec>: tile_q=<n>,tile_kv=<n>[,stages=<n>]   # what was measured
 //
 // Written to a temporary file and renamed, so a reader never sees half a
 // table. The default file is $ATTNC_TUNING_FILE, else tuning.txt in the
@@ -34,8 +35,9 @@ public:
   static std::string defaultPath();
 
   /// Reads `path`. A missing file is an empty table (true); a line that is
-  /// not `key: tile_q=N,tile_kv=N` makes it false with `error` naming the
-  /// line number, and nothing is loaded.
+  /// not `key: tile_q=N,tile_kv=N[,stages=N]` (or whose values make no valid
+  /// spec) makes it false with `error` naming the line number, and nothing
+  /// is loaded.
   bool load(const std::string &path, std::string &error);
   /// Writes the whole table (temporary file, then rename).
   bool save(const std::string &path, std::string &error) const;
