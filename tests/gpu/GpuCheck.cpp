@@ -13,7 +13,8 @@
 // block-table entry outside the cache. --jit times the JIT through the
 // kernel cache (cold NVRTC, disk hit, memory hit); --bench times PERF.md's
 // prefill and paged-decode shapes, once per --variant (extra spec fields such
-// as tile sizes) when given, and for each --source (a prefill or decode
+// as tile sizes or stages; a variant one family's specs refuse is said and
+// left to the other) when given, and for each --source (a prefill or decode
 // kernel printed by `attnc emit` and edited by hand) on the rows of its spec, after checking
 // its output against the emitted kernel's on the same inputs; --rows takes
 // only the prefill or the decode rows (e.g. under a profiler). Exit 0: all within bounds; 1: a failure;
@@ -332,6 +333,18 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
     return k.kernel;
   };
   auto with = [](const std::string &variant) { return variant.empty() ? "" : "," + variant; };
+  // A variant whose fields one family's spec refuses (split_kv for prefill,
+  // stages=1 for decode, ...) is said once and left to the other family.
+  std::vector<std::string> said;
+  auto applies = [&](const std::string &text, const std::string &variant) {
+    SpecResult r = parseSpec(text + ",target=" + name(g.rt->target()));
+    if (!r && std::find(said.begin(), said.end(), text) == said.end()) {
+      said.push_back(text);
+      std::printf("[%s] skipped for %s: %s\n", variant.c_str(), text.c_str(),
+                  r.error->message().c_str());
+    }
+    return static_cast<bool>(r);
+  };
   auto mark = [](const std::string &variant) {
     return variant.empty() ? std::string() : "[" + variant + "]";
   };
@@ -341,11 +354,12 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
       for (bool causal : {false, true})
         for (int n : {1024, 4096, 16384})
           for (const std::string &variant : variants) {
-            if (variant.find("split_kv=") != std::string::npos)
-              continue; // a decode-only field
+            const std::string text = "dtype=bf16,head_dim=" + std::to_string(hd) +
+                                     (causal ? ",mask=causal" : "") + with(variant);
+            if (!applies(text, variant))
+              continue; // e.g. split_kv or a decode depth: the decode rows take it
             const int heads = 2048 / hd, batch = 16384 / n;
-            auto kernel = load("dtype=bf16,head_dim=" + std::to_string(hd) +
-                               (causal ? ",mask=causal" : "") + with(variant));
+            auto kernel = load(text);
             if (!kernel)
               return 1;
             const size_t elems = size_t(16384) * heads * hd;
@@ -393,12 +407,12 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
     struct Row {
       int batch, hq, hkv, len;
     };
-    // Decode takes a variant's tile_kv and split_kv (tile_q is prefill's), each
-    // distinct combination once.
+    // Decode takes a variant's tile_kv, split_kv and stages (tile_q is
+    // prefill's), each distinct combination once.
     std::vector<std::string> decodeVariants;
     for (const std::string &variant : variants) {
       std::string fields;
-      for (const char *field : {"tile_kv=", "split_kv="})
+      for (const char *field : {"tile_kv=", "split_kv=", "stages="})
         if (size_t at = variant.find(field); at != std::string::npos)
           fields += "," + variant.substr(at, variant.find(',', at) - at);
       if (std::find(decodeVariants.begin(), decodeVariants.end(), fields) == decodeVariants.end())
@@ -407,8 +421,11 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
     for (Row r : {Row{64, 32, 8, 1024}, Row{64, 32, 8, 4096}, Row{16, 32, 8, 16384},
                   Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}})
       for (const std::string &fields : decodeVariants) {
-        auto kernel = load("mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
-                           std::to_string(r.hq / r.hkv) + fields);
+        const std::string text = "mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
+                                 std::to_string(r.hq / r.hkv) + fields;
+        if (!applies(text, fields.empty() ? "" : fields.substr(1)))
+          continue; // e.g. stages=1: the prefill rows take it
+        auto kernel = load(text);
         if (!kernel)
           return 1;
         const size_t kvElems = size_t(r.batch) * r.len * r.hkv * 128;
