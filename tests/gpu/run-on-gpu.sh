@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the GPU checks from the packed portable binaries (tests/gpu/pack.sh) on
 # a machine with a GPU, writing logs to a folder.
-#   tests/gpu/run-on-gpu.sh [--bench] [LOG_DIR]   (LOG_DIR default: $OUT, else ./gpu-logs)
+#   tests/gpu/run-on-gpu.sh [--bench | --bench-only] [LOG_DIR]
+#   (LOG_DIR default: $OUT, else ./gpu-logs). The whole run with --bench takes
+#   7-9 minutes; where one call has less, run the checks (no option) and
+#   --bench-only (step 6 alone) separately.
 # 1. attn-gpu-check: every kernel family against the fp64 reference, then the
 #    launch contract (graph capture, refused arguments, the checking mode).
 # 2. JIT latency through the kernel cache: cold NVRTC, disk hit, memory hit.
@@ -17,8 +20,12 @@
 # LOG_DIR/results.json.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bench=0
-if [ "${1:-}" = "--bench" ]; then bench=1; shift; fi
+bench=0 checks=1
+case "${1:-}" in
+  --bench) bench=1; shift ;;
+  --bench-only) bench=1; checks=0; shift ;;
+  -*) echo "usage: tests/gpu/run-on-gpu.sh [--bench | --bench-only] [LOG_DIR]" >&2; exit 2 ;;
+esac
 logs="${1:-${OUT:-$root/gpu-logs}}"
 mkdir -p "$logs"
 pack="${ATTNC_GPU_BIN:-$root/build-static/pack}"
@@ -38,34 +45,36 @@ fi
 status=0
 # Elapsed seconds at each step (a device call has a time limit: see where it goes).
 step() { echo "[${SECONDS} s] $*"; }
-step "numerics and the launch contract"
-"$check" 2>&1 | tee "$logs/gpu-check.log" || status=1
-step "JIT latency"
-"$check" --jit 2>&1 | tee "$logs/jit.log" || status=1
-step "attnc run"
-for spec in "mode=decode,page_size=16,gqa=8,mask=causal,return_lse=true --batch 5 --ragged --kv-len 5000" \
-            "mask=sliding_window(200),head_dim=64,page_size=16,gqa=2 --batch 3 --ragged --q-len 700"; do
-  # shellcheck disable=SC2086
-  "$attnc" run --target gpu --spec $spec 2>&1 | tee -a "$logs/attnc-run.log" | tail -n 3 || status=1
-done
-small=(--quick --spec "dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true"
-       --spec "dtype=f16,mask=sliding_window(100),head_dim=64"
-       --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16"
-       --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true")
-step "sanitizers"
-for tool in memcheck racecheck; do
-  compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
-  echo "$tool: $(tail -n 1 "$logs/$tool.log")"
-done
-step "examples"
-for example in attn-aot-example "attn-jit-at-load-example --threads 16"; do
-  # shellcheck disable=SC2086
-  "$pack"/$example 2>&1 | tee -a "$logs/examples.log" || status=1
-done
-if [ -f "$pack/libattnc.so" ]; then
-  ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/examples/python/llama.py" 2>&1 |
-    grep -v Warning | tee -a "$logs/examples.log"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+if [ $checks = 1 ]; then
+  step "numerics and the launch contract"
+  "$check" 2>&1 | tee "$logs/gpu-check.log" || status=1
+  step "JIT latency"
+  "$check" --jit 2>&1 | tee "$logs/jit.log" || status=1
+  step "attnc run"
+  for spec in "mode=decode,page_size=16,gqa=8,mask=causal,return_lse=true --batch 5 --ragged --kv-len 5000" \
+              "mask=sliding_window(200),head_dim=64,page_size=16,gqa=2 --batch 3 --ragged --q-len 700"; do
+    # shellcheck disable=SC2086
+    "$attnc" run --target gpu --spec $spec 2>&1 | tee -a "$logs/attnc-run.log" | tail -n 3 || status=1
+  done
+  small=(--quick --spec "dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true"
+         --spec "dtype=f16,mask=sliding_window(100),head_dim=64"
+         --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16"
+         --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true")
+  step "sanitizers"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
+    echo "$tool: $(tail -n 1 "$logs/$tool.log")"
+  done
+  step "examples"
+  for example in attn-aot-example "attn-jit-at-load-example --threads 16"; do
+    # shellcheck disable=SC2086
+    "$pack"/$example 2>&1 | tee -a "$logs/examples.log" || status=1
+  done
+  if [ -f "$pack/libattnc.so" ]; then
+    ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/examples/python/llama.py" 2>&1 |
+      grep -v Warning | tee -a "$logs/examples.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  fi
 fi
 if [ $bench = 1 ]; then
   step "attn-gpu-check --bench, the SDPA anchors, bench/bench.py"
