@@ -12,6 +12,7 @@
 #include "attnc/Runtime.h"
 #include "attnc/Tuning.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -53,21 +54,32 @@ attnc_status copyOut(const std::string &text, char *out, size_t outSize, const c
   return ok();
 }
 
-/// The caller's attnc_args, however long its version of the struct is:
-/// fields past args->size read as 0.
-bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
+/// A caller's size-prefixed struct (attnc_args, attnc_call), however long
+/// its version is: fields past in->size read as 0. `least`: the bytes every
+/// version has.
+template <typename T>
+bool readSized(const T *in, size_t least, const char *name, const char *type, T &out,
+               std::string &error) {
   if (!in) {
-    error = "args is a null pointer";
+    error = std::string(name) + " is a null pointer";
     return false;
   }
-  if (in->size < offsetof(attnc_args, q) + sizeof(uint64_t) || in->size > (1u << 16)) {
-    error = "args->size = " + std::to_string(in->size) +
-            " is not the size of an attnc_args (set it to sizeof(attnc_args))";
+  const size_t size = in->size;
+  if (size < least || size > (1u << 16)) {
+    error = std::string(name) + "->size = " + std::to_string(size) + " is not the size of an " +
+            type + " (set it to sizeof(" + type + "))";
     return false;
   }
+  std::memset(&out, 0, sizeof out);
+  std::memcpy(&out, in, std::min(size, sizeof out));
+  return true;
+}
+
+/// The caller's attnc_args as the runtime's AttentionArgs.
+bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
   attnc_args a;
-  std::memset(&a, 0, sizeof a);
-  std::memcpy(&a, in, in->size < sizeof a ? in->size : sizeof a);
+  if (!readSized(in, offsetof(attnc_args, q) + sizeof(uint64_t), "args", "attnc_args", a, error))
+    return false;
   out.q = a.q;
   out.k = a.k;
   out.v = a.v;
@@ -148,15 +160,10 @@ attnc_status attnc_spec_canonical(const char *spec, char *out, size_t outSize) {
 attnc_status attnc_attention_spec(const attnc_call *call, const char *target, char *out,
                                   size_t outSize) {
   return guarded([&] {
-    if (!call)
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "call is a null pointer");
-    if (call->size < offsetof(attnc_call, tile_q) || call->size > (1u << 16))
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
-                  "call->size = " + std::to_string(call->size) +
-                      " is not the size of an attnc_call (set it to sizeof(attnc_call))");
     attnc_call c;
-    std::memset(&c, 0, sizeof c);
-    std::memcpy(&c, call, call->size < sizeof c ? call->size : sizeof c);
+    std::string error;
+    if (!readSized(call, offsetof(attnc_call, tile_q), "call", "attnc_call", c, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
     if (!target || !*target)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   "target is needed (attnc_runtime_arch gives the GPU's)");
@@ -188,7 +195,6 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     shape.tile_kv = c.tile_kv;
     // The tiles `attnc tune` recorded are the defaults here as in the runtime.
     TuningTable::installDefault();
-    std::string error;
     std::optional<Spec> spec = attentionSpec(shape, where.spec->target, error);
     if (!spec)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
