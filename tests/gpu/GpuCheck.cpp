@@ -324,26 +324,49 @@ double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
 int bench(Gpu &g, const std::vector<std::string> &variants,
           const std::vector<SourceKernel> &sources, const std::string &rows) {
   std::mt19937_64 rng(1);
-  auto load = [&](const std::string &text) -> std::shared_ptr<const Kernel> {
-    SpecResult parsed = parseSpec(text + ",target=" + name(g.rt->target()));
-    KernelLookup k = parsed ? g.rt->kernel(*parsed.spec) : KernelLookup{};
+  auto load = [&](const Spec &spec) -> std::shared_ptr<const Kernel> {
+    KernelLookup k = g.rt->kernel(spec);
     if (!k)
-      std::printf("%s: cannot load: %s\n", text.c_str(),
-                  parsed ? k.error.c_str() : parsed.error->message().c_str());
+      std::printf("%s: cannot load: %s\n", spec.str().c_str(), k.error.c_str());
     return k.kernel;
   };
   auto with = [](const std::string &variant) { return variant.empty() ? "" : "," + variant; };
   // A variant whose fields one family's spec refuses (split_kv for prefill,
   // stages=1 for decode, ...) is said once and left to the other family.
   std::vector<std::string> said;
-  auto applies = [&](const std::string &text, const std::string &variant) {
+  auto specOf = [&](const std::string &text, const std::string &variant) {
     SpecResult r = parseSpec(text + ",target=" + name(g.rt->target()));
     if (!r && std::find(said.begin(), said.end(), text) == said.end()) {
       said.push_back(text);
       std::printf("[%s] skipped for %s: %s\n", variant.c_str(), text.c_str(),
                   r.error->message().c_str());
     }
-    return static_cast<bool>(r);
+    return r.spec;
+  };
+  // A hand-edited kernel on a row's inputs, with its own output (and
+  // workspace): its median time, its split count, and its output against the
+  // emitted kernel's (ok: no launch error and relative difference < 1e-2).
+  struct SourceRun {
+    double ms = 0;
+    int splits = 1;
+    bool ok = false;
+    std::string verdict;
+  };
+  auto runSource = [&](const SourceKernel &src, harness::DeviceBatch &d, size_t outElems) {
+    AttentionArgs b = d.args;
+    b.o = d.upload(nullptr, outElems * 2);
+    b.workspace_bytes = src.kernel->workspaceBytes(b);
+    b.workspace = b.workspace_bytes ? d.upload(nullptr, b.workspace_bytes) : 0;
+    std::string error;
+    SourceRun run;
+    run.ms = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
+    run.splits = src.kernel->splits(b);
+    const double diff = relativeDifference(g, b.o, d.args.o, outElems);
+    run.ok = error.empty() && diff < 1e-2;
+    run.verdict = !error.empty() ? error
+                  : run.ok       ? "(output matches)"
+                                 : "OUTPUT DIFFERS: " + std::to_string(diff);
+    return run;
   };
   auto mark = [](const std::string &variant) {
     return variant.empty() ? std::string() : "[" + variant + "]";
@@ -356,10 +379,11 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
           for (const std::string &variant : variants) {
             const std::string text = "dtype=bf16,head_dim=" + std::to_string(hd) +
                                      (causal ? ",mask=causal" : "") + with(variant);
-            if (!applies(text, variant))
+            const std::optional<Spec> spec = specOf(text, variant);
+            if (!spec)
               continue; // e.g. split_kv or a decode depth: the decode rows take it
             const int heads = 2048 / hd, batch = 16384 / n;
-            auto kernel = load(text);
+            auto kernel = load(*spec);
             if (!kernel)
               return 1;
             const size_t elems = size_t(16384) * heads * hd;
@@ -386,17 +410,11 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
                   sp.isPaged() || sp.gqa != 1 ||
                   sp.mask.kind != (causal ? MaskKind::Causal : MaskKind::None))
                 continue;
-              AttentionArgs b = a;
-              b.o = d.upload(nullptr, elems * 2);
-              const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
-              const double diff = relativeDifference(g, b.o, a.o, elems);
+              const SourceRun run = runSource(src, d, elems);
               std::printf("hd %3d  N %5d  %-8s  B %2d  H %2d  %-18s %10.3f %10.1f  %s\n", hd, n,
                           causal ? "causal" : "full", batch, heads, ("[" + src.label + "]").c_str(),
-                          srcMs, flops / srcMs / 1e9,
-                          !error.empty() ? error.c_str()
-                          : diff < 1e-2  ? "(output matches)"
-                                         : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
-              if (!error.empty() || !(diff < 1e-2))
+                          run.ms, flops / run.ms / 1e9, run.verdict.c_str());
+              if (!run.ok)
                 return 1;
             }
           }
@@ -423,9 +441,10 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
       for (const std::string &fields : decodeVariants) {
         const std::string text = "mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
                                  std::to_string(r.hq / r.hkv) + fields;
-        if (!applies(text, fields.empty() ? "" : fields.substr(1)))
+        const std::optional<Spec> spec = specOf(text, fields.empty() ? "" : fields.substr(1));
+        if (!spec)
           continue; // e.g. stages=1: the prefill rows take it
-        auto kernel = load(text);
+        auto kernel = load(*spec);
         if (!kernel)
           return 1;
         const size_t kvElems = size_t(r.batch) * r.len * r.hkv * 128;
@@ -454,20 +473,11 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
           if (sp.mode != Mode::Decode || sp.head_dim != 128 || sp.dtype != DType::BF16 ||
               sp.page_size != 16 || sp.gqa != r.hq / r.hkv || sp.mask.kind != MaskKind::None)
             continue;
-          AttentionArgs b = a;
-          const size_t outElems = size_t(r.batch) * r.hq * 128;
-          b.o = d.upload(nullptr, outElems * 2);
-          b.workspace_bytes = src.kernel->workspaceBytes(b);
-          b.workspace = b.workspace_bytes ? d.upload(nullptr, b.workspace_bytes) : 0;
-          const double srcMs = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
-          const double diff = relativeDifference(g, b.o, a.o, outElems);
+          const SourceRun run = runSource(src, d, size_t(r.batch) * r.hq * 128);
           std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d  %s\n", r.batch, r.hq,
-                      r.hkv, r.len, ("[" + src.label + "]").c_str(), srcMs, bytes / srcMs / 1e6,
-                      src.kernel->splits(b),
-                      !error.empty() ? error.c_str()
-                      : diff < 1e-2  ? "(output matches)"
-                                     : ("OUTPUT DIFFERS: " + std::to_string(diff)).c_str());
-          if (!error.empty() || !(diff < 1e-2))
+                      r.hkv, r.len, ("[" + src.label + "]").c_str(), run.ms, bytes / run.ms / 1e6,
+                      run.splits, run.verdict.c_str());
+          if (!run.ok)
             return 1;
         }
       }
