@@ -1,6 +1,6 @@
 """attnc against PyTorch SDPA (flash, cuDNN) and FlexAttention on PERF.md's shapes.
 
-    python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick]
+    python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--profile]
 
 Runs on the GPU machine (torch, triton): attnc through its Python module
 (runtime/python/attnc, libattnc.so from build-static/lib or $ATTNC_LIBRARY).
@@ -11,6 +11,10 @@ with triton.testing.do_bench (warm-up, then the median). Prints the table
 with TFLOP/s (prefill) or GB/s of K + V read (decode) and each anchor's
 ratio, and writes DIR/results.json, DIR/results.md and, with matplotlib,
 DIR/results.png (default DIR: bench/).
+
+--profile times nothing: each backend runs once more inside an NVTX range
+named "profile", for a profiler that filters by it, e.g.
+    ncu --nvtx --nvtx-include "profile/" python3 bench/bench.py --profile --rows decode
 """
 
 import argparse
@@ -32,6 +36,7 @@ import attnc  # noqa: E402
 
 F = torch.nn.functional
 USE_FLEX = True
+PROFILE = False
 
 
 def rel_err(a, b):
@@ -64,6 +69,14 @@ def flex_prefill(causal):
 
 
 def timed(fn):
+    if PROFILE:  # one warm call, then the call a profiler takes
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("profile")
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+        return float("nan")
     try:
         return do_bench(fn, warmup=25, rep=100)
     except Exception as e:  # a backend that refuses a shape: reported, not fatal
@@ -293,14 +306,18 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few rows only (a smoke test)")
     ap.add_argument("--no-flex", action="store_true",
                     help="leave FlexAttention out (it compiles once per shape: minutes)")
+    ap.add_argument("--profile", action="store_true",
+                    help="time nothing: run each backend once in an NVTX range named "
+                         "'profile' (for ncu --nvtx --nvtx-include profile/); no FlexAttention")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
     torch.manual_seed(0)
     print(f"{attnc.version()} from {attnc.library_path()}", flush=True)
     rows = []
-    global USE_FLEX
-    USE_FLEX = not args.no_flex
+    global USE_FLEX, PROFILE
+    USE_FLEX = not (args.no_flex or args.profile)
+    PROFILE = args.profile
     torch._dynamo.config.cache_size_limit = 64  # one FlexAttention compile per shape
     if "prefill" in args.rows:
         rows += prefill_rows(args.quick)
@@ -308,6 +325,8 @@ def main():
         rows += decode_rows(args.quick)
     if "memory" in args.rows:
         rows += memory_rows()
+    if PROFILE:  # nothing was timed: no results to write
+        return
     # $ATTNC_COMMIT names the commit when the checkout here is a copy whose
     # .git does not match its files.
     commit = os.environ.get("ATTNC_COMMIT", "")

@@ -233,6 +233,8 @@ A spec is a comma-separated list of field=value pairs; unset fields take default
   target      sm_80 | sm_90a | cpu                              (sm_90a)
   split_kv    decode only: auto | number of splits              (auto)
   stages      K/V stages: auto | 1..2 prefill, 2..4 decode       (auto: measured)
+  mma         GPU prefill: auto | sync | wgmma (sm_90a, head_dim 64/128, tiles 64/128)
+                                                                (auto: wgmma where it fits)
 Example:
   attnc emit --spec mode=prefill,mask=causal,page_size=16,gqa=4,head_dim=128 --print-ir-after-all
 )";

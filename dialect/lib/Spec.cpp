@@ -34,6 +34,18 @@ const char *name(DType d) {
   return "?";
 }
 
+const char *name(MmaKind m) {
+  switch (m) {
+  case MmaKind::Auto:
+    return "auto";
+  case MmaKind::Sync:
+    return "sync";
+  case MmaKind::Wgmma:
+    return "wgmma";
+  }
+  return "?";
+}
+
 const char *name(Target t) {
   switch (t) {
   case Target::SM80:
@@ -62,7 +74,7 @@ int64_t bytesPerElement(DType d) {
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
       "mode", "head_dim", "dtype",      "tile_q", "tile_kv", "mask",
-      "page_size", "gqa", "return_lse", "target", "split_kv", "stages"};
+      "page_size", "gqa", "return_lse", "target", "split_kv", "stages", "mma"};
   return names;
 }
 
@@ -87,7 +99,8 @@ bool Spec::operator==(const Spec &o) const {
          tile_q == o.tile_q && tile_kv == o.tile_kv && mask == o.mask &&
          page_size == o.page_size && gqa == o.gqa &&
          return_lse == o.return_lse && target == o.target &&
-         (mode == Mode::Prefill || split_kv == o.split_kv) && stages == o.stages;
+         (mode == Mode::Prefill || split_kv == o.split_kv) && stages == o.stages &&
+         mma == o.mma;
 }
 
 static std::string splitKVText(int64_t splits) {
@@ -107,6 +120,8 @@ std::string Spec::str() const {
     s += ",split_kv=" + splitKVText(split_kv);
   if (stages != kStagesAuto)
     s += ",stages=" + std::to_string(stages);
+  if (mma != MmaKind::Auto)
+    s += ",mma=" + std::string(name(mma));
   return s;
 }
 
@@ -133,6 +148,8 @@ std::string Spec::symbol() const {
     s += "_s" + splitKVText(split_kv);
   if (stages != kStagesAuto)
     s += "_st" + std::to_string(stages);
+  if (mma != MmaKind::Auto)
+    s += mma == MmaKind::Wgmma ? "_wg" : "_sync";
   return s;
 }
 
@@ -176,7 +193,29 @@ int64_t kvStages(const Spec &spec) {
   constexpr int64_t twoBlocks = 112 * 1024;
   if (spec.mode == Mode::Decode)
     return stagedBytes(spec, 3) <= twoBlocks ? 3 : 2;
+  // A wgmma block keeps its tensor cores busy on its own (its warpgroups
+  // take turns): two stages whenever they fit in the SM.
+  if (usesWgmma(spec))
+    return stagedBytes(spec, 2) <= sharedMemoryLimit(spec.target) ? 2 : 1;
   return spec.head_dim >= 64 && stagedBytes(spec, 2) <= twoBlocks ? 2 : 1;
+}
+
+/// The shapes the wgmma kernels take: warpgroups of 64 query rows, K/V
+/// tiles of 64 or 128 keys (one wgmma's N), head_dim 64 or 128.
+static bool wgmmaShape(const Spec &spec) {
+  return (spec.tile_q == 64 || spec.tile_q == 128) &&
+         (spec.tile_kv == 64 || spec.tile_kv == 128) &&
+         (spec.head_dim == 64 || spec.head_dim == 128);
+}
+
+bool usesWgmma(const Spec &spec) {
+  if (spec.mode != Mode::Prefill || spec.target != Target::SM90a)
+    return false;
+  if (spec.mma != MmaKind::Auto)
+    return spec.mma == MmaKind::Wgmma;
+  // Measured on the H200 (tests/gpu/RESULTS.md): wgmma beat mma.sync on
+  // every prefill row of head_dim 64 and 128 with its best tiles.
+  return wgmmaShape(spec);
 }
 
 int64_t sharedMemoryBytes(const Spec &spec) { return stagedBytes(spec, kvStages(spec)); }
@@ -224,6 +263,16 @@ void applyDefaultTiles(Spec &spec) {
     kv = spec.head_dim <= 64                         ? 128
          : hd128 && spec.mask.kind == MaskKind::None ? 32
                                                      : 64;
+    // sm_90a, head_dim 64 and 128: wgmma (usesWgmma) on 64 x 64 tiles, two
+    // blocks per SM; the fastest of the wgmma tiles on the H200 for both
+    // head dims, with and without a causal mask (128 x 128 was up to 4 %
+    // faster on the longest head_dim 128 rows, 5-7 % slower at N = 1024).
+    // A tile the spec gives keeps these only if wgmma takes the pair.
+    Spec wg = spec;
+    wg.tile_q = spec.tile_q ? spec.tile_q : 64;
+    wg.tile_kv = spec.tile_kv ? spec.tile_kv : 64;
+    if (spec.target == Target::SM90a && spec.mma != MmaKind::Sync && wgmmaShape(wg))
+      q = kv = 64;
   }
   if (spec.tile_q == 0)
     spec.tile_q = q;
@@ -299,6 +348,15 @@ std::optional<SpecError> validateSpec(const Spec &s) {
   }
   if (!gpu && s.stages != kStagesAuto)
     return err("stages", s.stages, "applies to GPU targets only (the CPU has no shared memory)");
+  if (s.mma != MmaKind::Auto && (!gpu || s.mode != Mode::Prefill))
+    return SpecError{"mma", name(s.mma), "applies to GPU prefill kernels only"};
+  if (s.mma == MmaKind::Wgmma && s.target != Target::SM90a)
+    return SpecError{"mma", "wgmma", std::string("needs target = sm_90a, not ") + name(s.target)};
+  if (s.mma == MmaKind::Wgmma && !wgmmaShape(s))
+    return SpecError{"mma", "wgmma",
+                     "takes head_dim 64 or 128 with tile_q and tile_kv of 64 or 128 (here " +
+                         std::to_string(s.head_dim) + ", " + std::to_string(s.tile_q) + " x " +
+                         std::to_string(s.tile_kv) + ")"};
   if (s.mode == Mode::Decode && (s.split_kv < 0 || s.split_kv > 1024))
     return err("split_kv", s.split_kv, "must be auto or a number of splits in 1..1024");
   return std::nullopt;
@@ -431,6 +489,15 @@ struct Reader {
       }
       if (count(field, value, spec.stages) || spec.stages == 0)
         return bad(field, value, "expected auto or a number of K/V stages >= 1");
+    } else if (field == "mma") {
+      if (value == "auto")
+        spec.mma = MmaKind::Auto;
+      else if (value == "sync")
+        spec.mma = MmaKind::Sync;
+      else if (value == "wgmma")
+        spec.mma = MmaKind::Wgmma;
+      else
+        return bad(field, value, "expected auto, sync or wgmma");
     }
     return std::nullopt;
   }

@@ -31,13 +31,28 @@ struct Rows {
   ATTN_DEVICE Elem *row(long long i) const { return base + i * row_stride; }
 };
 
+/// The layout of a kernel's shared tiles of kRows rows: Cfg's `Tile<kRows>`
+/// when it names one (wgmma kernels: WgmmaTile), else SmemTile.
+template <class...>
+struct VoidOf {
+  using type = void;
+};
+template <class Cfg, int kRows, class = void>
+struct SharedTile {
+  using type = SmemTile<kRows, Cfg::kHeadDim>;
+};
+template <class Cfg, int kRows>
+struct SharedTile<Cfg, kRows, typename VoidOf<typename Cfg::template Tile<kRows>>::type> {
+  using type = typename Cfg::template Tile<kRows>;
+};
+
 /// This thread's 16-byte pieces of a tile of kRows rows of kHeadDim
 /// elements: the pieces are spread over the block's threads, kSteps per
 /// thread, in an order fixed at compile time (so the copy loops unroll into
 /// straight-line code).
 template <class Cfg, int kRows>
 struct TilePieces {
-  using Tile = SmemTile<kRows, Cfg::kHeadDim>;
+  using Tile = typename SharedTile<Cfg, kRows>::type;
   static constexpr unsigned kChunks = Cfg::kHeadDim / 8, kPieces = kRows * kChunks;
   static constexpr unsigned kSteps = (kPieces + Cfg::kThreads - 1) / Cfg::kThreads;
   /// False for the last step's pieces past the tile (when the block's
@@ -79,11 +94,31 @@ struct KVTile {
   using P = TilePieces<Cfg, kRows>;
   int slot[P::kSteps]; ///< -1: zeros
 
+  /// This thread's block-table entries for the tile (KVCache::lookup): a
+  /// kernel may read them a tile early and keep them in registers, so the
+  /// copy does not wait on the table.
+  struct Lookups {
+    int entry[P::kSteps];
+    template <class Cache>
+    ATTN_DEVICE Lookups(const Cache &kv, int t0) {
+#pragma unroll
+      for (unsigned step = 0; step < P::kSteps; ++step)
+        entry[step] = kv.lookup(t0 + P::row(step));
+    }
+  };
+
   template <class Cache>
   ATTN_DEVICE KVTile(const Cache &kv, int t0) {
 #pragma unroll
     for (unsigned step = 0; step < P::kSteps; ++step)
       slot[step] = kv.slot(t0 + P::row(step));
+  }
+  /// The slots from entries read earlier for the same t0.
+  template <class Cache>
+  ATTN_DEVICE KVTile(const Cache &kv, int t0, const Lookups &read) {
+#pragma unroll
+    for (unsigned step = 0; step < P::kSteps; ++step)
+      slot[step] = kv.slot(t0 + P::row(step), read.entry[step]);
   }
 
   /// K and V of KV head h into their shared tiles, each piece's address

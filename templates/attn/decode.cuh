@@ -87,17 +87,23 @@ struct DecodeSink {
 };
 
 /// Merges the warps' states (each saw different keys of every tile) and
-/// writes the block's rows. `scratch` is shared memory for
-/// kWarps * 16 * (kHeadDim + 2) floats; the caller has finished with it.
-/// attn-split-kv: the same rescale rule as between splits, with weights
-/// exp2(m_w - m) that are 0 for a warp that saw no visible key.
+/// writes the block's rows. `scratch` is the shared memory of the K/V
+/// stages; the caller has finished with it. attn-split-kv: the same rescale
+/// rule as between splits, with weights exp2(m_w - m) that are 0 for a warp
+/// that saw no visible key.
 template <class Cfg>
 ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
                               const DecodeSink<Cfg> &sink) {
   constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
+  // A row of acc is padded to a stride of 8 (mod 32) floats: the quad's
+  // float2 stores of 4 rows then fall in different banks.
+  constexpr int kStride = kD + (40 - kD % 32) % 32;
+  static_assert(kWarps * 16 * (kStride + 2) * 4 <= Cfg::kStages * 2 * Cfg::kTileKV * kD *
+                                                       static_cast<int>(sizeof(typename Cfg::Elem)),
+                "the warps' states fit in the K/V stages' shared memory");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float *acc = scratch;                       // [kWarps][16][kD]
-  float *ml = scratch + kWarps * 16 * kD;     // [kWarps][16][2]: m, l
+  float *acc = scratch;                        // [kWarps][16][kStride]
+  float *ml = scratch + kWarps * 16 * kStride; // [kWarps][16][2]: m, l
   const RowState<16, kD> &state = warp_state.rows[0];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -110,8 +116,8 @@ ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int 
 #pragma unroll
     for (int nb = 0; nb < kD / 8; ++nb) {
       const int col = nb * 8 + (lane % 4) * 2;
-      acc[(warp * 16 + row) * kD + col] = state.acc[nb][2 * r];
-      acc[(warp * 16 + row) * kD + col + 1] = state.acc[nb][2 * r + 1];
+      *reinterpret_cast<float2 *>(&acc[(warp * 16 + row) * kStride + col]) =
+          make_float2(state.acc[nb][2 * r], state.acc[nb][2 * r + 1]);
     }
   }
   __syncthreads();
@@ -128,7 +134,7 @@ ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int 
     for (int w = 0; w < kWarps; ++w) {
       const float weight = fast_exp2(ml[(w * 16 + row) * 2] - ref); // exp2(-inf) = 0
       l += weight * ml[(w * 16 + row) * 2 + 1];
-      o += weight * acc[(w * 16 + row) * kD + col];
+      o += weight * acc[(w * 16 + row) * kStride + col];
     }
     o = l > 0.f ? o / l : 0.f;
     const float lse = l > 0.f ? (m + fast_log2(l)) * kLn2 : ATTN_NEG_INF;

@@ -32,21 +32,32 @@ struct KVCache {
   int kv_len;
   int token_stride;       ///< elements between tokens: num_kv_heads * head_dim
 
-  /// The cache slot of token t (the row index among all the cache's
-  /// tokens: t itself when contiguous, page * kPageSize + t % kPageSize when
-  /// paged), or -1 for a row that must read as zeros. The runtime keeps
-  /// every slot below 2^31.
-  ATTN_DEVICE int slot(int t) const {
+  /// The block-table entry of token t's page (-1 past kv_len; t itself when
+  /// contiguous): the one global read behind slot(), made apart from it so
+  /// that a kernel can issue it a tile ahead of the copy that needs it.
+  ATTN_DEVICE int lookup(int t) const {
+    if (kPageSize == 0)
+      return t;
+    if (static_cast<unsigned>(t) >= static_cast<unsigned>(kv_len))
+      return -1; // past kv_len (or negative): no page to read
+    constexpr int kPage = kPageSize > 0 ? kPageSize : 1; // (this branch is paged only)
+    return __ldg(block_table + t / kPage);
+  }
+  /// The cache slot of token t given its lookup(t) (the row index among all
+  /// the cache's tokens: t itself when contiguous, page * kPageSize +
+  /// t % kPageSize when paged), or -1 for a row that must read as zeros.
+  /// The runtime keeps every slot below 2^31.
+  ATTN_DEVICE int slot(int t, int entry) const {
     if (static_cast<unsigned>(t) >= static_cast<unsigned>(kv_len))
       return -1; // past kv_len (or negative)
     if (kPageSize == 0)
       return t;
-    constexpr int kPage = kPageSize > 0 ? kPageSize : 1; // (this branch is paged only)
-    const int page = block_table[t / kPage];
-    if (static_cast<unsigned>(page) >= static_cast<unsigned>(num_pages))
+    constexpr int kPage = kPageSize > 0 ? kPageSize : 1;
+    if (static_cast<unsigned>(entry) >= static_cast<unsigned>(num_pages))
       return -1; // never read outside the cache
-    return page * kPage + t % kPage;
+    return entry * kPage + t % kPage;
   }
+  ATTN_DEVICE int slot(int t) const { return slot(t, lookup(t)); }
   /// The element offset of a slot's row for KV head h, in k and v alike.
   ATTN_DEVICE i64 at(int slot, int h) const { return (i64)slot * token_stride + h * kHeadDim; }
 };

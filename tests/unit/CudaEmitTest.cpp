@@ -54,7 +54,7 @@ double compileWithoutSpills(const std::string &text, const char *arch) {
 
 TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
   CudaLaunchShape shape;
-  std::string src = emit("mask=causal,page_size=16,gqa=4,return_lse=true", shape);
+  std::string src = emit("mask=causal,page_size=16,gqa=4,return_lse=true,mma=sync", shape);
   for (const char *step : {"attn-online-softmax: m = -inf, l = 0, acc = 0",
                            "[full_lo, full_hi): fully visible tiles: no mask arithmetic",
                            "[full_hi, hi): partial tiles", "apply_mask<Cfg>",
@@ -76,12 +76,12 @@ TEST_CASE("the emitted kernel names each pass's step", "[cuda]") {
   CHECK(shape.threads == 128);
   CHECK(shape.shared_bytes == (128 + 2 * 2 * 64) * 128 * 2);
   // Without a mask: 32-key tiles, one step each, query tiles in grid order.
-  src = emit("head_dim=128", shape);
+  src = emit("head_dim=128,mma=sync", shape);
   CHECK(src.find("kTileKV = 32") != std::string::npos);
   CHECK(src.find("const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ") != std::string::npos);
   CHECK(shape.shared_bytes == (128 + 2 * 2 * 32) * 128 * 2);
   // head_dim 64 with 128-key tiles: two steps of 64 keys, two stages.
-  src = emit("head_dim=64,mask=causal", shape);
+  src = emit("head_dim=64,mask=causal,mma=sync", shape);
   CHECK(src.find("kTileKV = 128") != std::string::npos);
   CHECK(src.find("kStepKV = 64") != std::string::npos);
   CHECK(src.find("kStages = 2") != std::string::npos);
@@ -117,7 +117,9 @@ TEST_CASE("the launch's shared memory is what the kernel lays out, and what attn
         "mode=decode,page_size=16,gqa=4", "mode=decode,page_size=16,gqa=16,head_dim=256",
         "mode=decode,page_size=16,gqa=8,tile_kv=128", "mode=decode,page_size=1,head_dim=64",
         "head_dim=128,stages=1", "head_dim=64,mask=causal,stages=1",
-        "mode=decode,page_size=16,gqa=4,stages=2", "mode=decode,page_size=16,gqa=4,stages=4"}) {
+        "mode=decode,page_size=16,gqa=4,stages=2", "mode=decode,page_size=16,gqa=4,stages=4",
+        "head_dim=128,tile_q=128,tile_kv=128,mma=wgmma",
+        "head_dim=64,tile_q=64,tile_kv=64,mma=wgmma,stages=1"}) {
     INFO(text);
     CudaLaunchShape shape;
     const std::string src = emit(text, shape);
@@ -180,6 +182,44 @@ TEST_CASE("NVRTC compiles the prefill spec matrix for sm_80 and sm_90a with 0 sp
     ++compiled;
   }
   std::printf("NVRTC: %d prefill kernels compiled, 0 spills, slowest %.2f s\n", compiled, slowest);
+}
+
+TEST_CASE("a wgmma prefill kernel runs warpgroups of 64 rows on the mma.sync kernel's steps",
+          "[cuda]") {
+  CudaLaunchShape shape;
+  const std::string src = emit("head_dim=128,tile_q=128,tile_kv=64,mma=wgmma,mask=causal", shape);
+  for (const char *step : {"#include \"attn/wgmma.cuh\"", "using Tile = WgmmaTile<kRows, kHeadDim>;",
+                           "kWarpRows = 16", "kStepKV = 64", "__align__(1024)",
+                           "fence_async_shared();", "qk_wgmma<Cfg>(s, smem_q, warp, smem_k + row0)",
+                           "accumulate_pv_wgmma<Cfg>(state, s, smem_v + row0)", "apply_mask<Cfg>",
+                           "state.update(s, p.scale_log2)", "store_output<Cfg>"})
+    CHECK(src.find(step) != std::string::npos);
+  CHECK(src.find("qk<Cfg>(") == std::string::npos);
+  CHECK(shape.threads == 128 / 16 * 32);
+  // The same spec on mma.sync: 32 rows per warp, ldmatrix steps.
+  const std::string sync = emit("head_dim=128,tile_q=128,tile_kv=64,mma=sync,mask=causal", shape);
+  CHECK(sync.find("qk<Cfg>(s, smem_q, warp, smem_k + row0)") != std::string::npos);
+  CHECK(sync.find("wgmma") == std::string::npos);
+  CHECK(shape.threads == 128);
+}
+
+TEST_CASE("NVRTC compiles the wgmma prefill kernels for sm_90a with 0 spill bytes",
+          "[cuda][nvrtc]") {
+  int compiled = 0;
+  for (const char *dtype : {"bf16", "f16"})
+    for (int hd : {64, 128})
+      for (const char *tiles : {"tile_q=128,tile_kv=128", "tile_q=128,tile_kv=64",
+                                "tile_q=64,tile_kv=128", "tile_q=64,tile_kv=64"})
+        for (const char *mask : {"none", "causal", "sliding_window(128)"}) {
+          // Paging, GQA, lse and the one-stage loop vary along with the mask.
+          const std::string text = std::string("mma=wgmma,dtype=") + dtype +
+                                   ",head_dim=" + std::to_string(hd) + "," + tiles + ",mask=" + mask +
+                                   (mask[0] == 'n' ? "" : mask[0] == 'c' ? ",page_size=16,gqa=4"
+                                                  : ",page_size=19,gqa=7,return_lse=true,stages=1");
+          compileWithoutSpills(text, "sm_90a");
+          ++compiled;
+        }
+  std::printf("NVRTC: %d wgmma prefill kernels compiled, 0 spills\n", compiled);
 }
 
 TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spill bytes",

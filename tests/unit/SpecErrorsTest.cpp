@@ -25,7 +25,7 @@ TEST_CASE("an unknown field is rejected with the list of known fields",
           "[spec][errors]") {
   const std::string known =
       "unknown field (known fields: mode, head_dim, dtype, tile_q, tile_kv, "
-      "mask, page_size, gqa, return_lse, target, split_kv, stages)";
+      "mask, page_size, gqa, return_lse, target, split_kv, stages, mma)";
   CHECK(parseError("heads=8") == "invalid spec: 'heads' = '8': " + known);
   CHECK(parseError("mode=prefill, Mode=decode") ==
         "invalid spec: 'Mode' = 'decode': " + known);
@@ -323,10 +323,10 @@ TEST_CASE("stages sets the pipeline depth within what the loops take", "[spec]")
   CHECK(s.str().find("stages") == std::string::npos);
   s = parseValid("head_dim=128,stages=1");
   CHECK(kvStages(s) == 1);
-  CHECK(sharedMemoryBytes(s) == (128 + 2 * 32) * 128 * 2);
-  CHECK(s.str() == "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=32,mask=none,"
+  CHECK(sharedMemoryBytes(s) == (64 + 2 * 64) * 128 * 2);
+  CHECK(s.str() == "mode=prefill,head_dim=128,dtype=bf16,tile_q=64,tile_kv=64,mask=none,"
                    "page_size=0,gqa=1,return_lse=false,target=sm_90a,stages=1");
-  CHECK(s.symbol() == "attn_prefill_hd128_bf16_q128_kv32_nomask_p0_g1_sm90a_st1");
+  CHECK(s.symbol() == "attn_prefill_hd128_bf16_q64_kv64_nomask_p0_g1_sm90a_st1");
   CHECK(parseValid(s.str()) == s);
   CHECK(parseValid("head_dim=128,stages=auto") == parseValid("head_dim=128"));
   CHECK(parseValid("head_dim=128,stages=1") != parseValid("head_dim=128"));
@@ -351,6 +351,44 @@ TEST_CASE("stages sets the pipeline depth within what the loops take", "[spec]")
   });
 }
 
+TEST_CASE("mma picks wgmma or mma.sync for sm_90a prefill within the shapes it takes",
+          "[spec]") {
+  // Auto: the measured choice, not printed; set: printed, in the symbol, and
+  // what usesWgmma (and so the emitter and the stages) follows.
+  Spec s = parseValid("head_dim=128,tile_q=128,tile_kv=128");
+  CHECK(s.mma == MmaKind::Auto);
+  CHECK(s.str().find("mma") == std::string::npos);
+  s = parseValid("head_dim=128,tile_q=128,tile_kv=128,mma=wgmma");
+  CHECK(usesWgmma(s));
+  CHECK(s.str() == "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=128,mask=none,"
+                   "page_size=0,gqa=1,return_lse=false,target=sm_90a,mma=wgmma");
+  CHECK(s.symbol() == "attn_prefill_hd128_bf16_q128_kv128_nomask_p0_g1_sm90a_wg");
+  CHECK(parseValid(s.str()) == s);
+  // A wgmma block takes two stages whenever they fit in the SM (160 KiB here).
+  CHECK(kvStages(s) == 2);
+  CHECK(sharedMemoryBytes(s) == (128 + 2 * 2 * 128) * 128 * 2);
+  Spec sync = parseValid("head_dim=128,tile_q=128,tile_kv=128,mma=sync");
+  CHECK(!usesWgmma(sync));
+  CHECK(sync.symbol().find("_sm90a_sync") != std::string::npos);
+  CHECK(sync != s);
+  CHECK(parseValid("head_dim=64,tile_q=64,tile_kv=64,mma=auto") ==
+        parseValid("head_dim=64,tile_q=64,tile_kv=64"));
+  checkErrors({
+      {"mma=tensor", "invalid spec: mma = 'tensor': expected auto, sync or wgmma"},
+      {"head_dim=128,tile_q=128,tile_kv=128,mma=wgmma,target=sm_80",
+       "invalid spec: mma = wgmma: needs target = sm_90a, not sm_80"},
+      {"target=cpu,mma=sync", "invalid spec: mma = sync: applies to GPU prefill kernels only"},
+      {"mode=decode,page_size=16,mma=wgmma",
+       "invalid spec: mma = wgmma: applies to GPU prefill kernels only"},
+      {"head_dim=96,tile_q=128,tile_kv=64,mma=wgmma",
+       "invalid spec: mma = wgmma: takes head_dim 64 or 128 with tile_q and tile_kv of 64 or "
+       "128 (here 96, 128 x 64)"},
+      {"head_dim=128,tile_q=128,tile_kv=32,mma=wgmma",
+       "invalid spec: mma = wgmma: takes head_dim 64 or 128 with tile_q and tile_kv of 64 or "
+       "128 (here 128, 128 x 32)"},
+  });
+}
+
 TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
   // (Q rows + 2 (K and V) * stages * tile_kv) * head_dim * bytes per element,
   // with as many stages as leave room for two blocks per SM (112 KiB): prefill
@@ -361,11 +399,13 @@ TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
   CHECK(sharedMemoryLimit(Target::SM80) == sm80Limit);
   CHECK(sharedMemoryLimit(Target::CPU) == 0);
 
-  // The defaults: two blocks per SM.
-  CHECK(kvStages(parseValid("head_dim=128")) == 2);
-  CHECK(sharedMemoryBytes(parseValid("head_dim=128")) == (128 + 2 * 2 * 32) * 128 * 2);
-  CHECK(kvStages(parseValid("head_dim=64,mask=causal")) == 2);
-  CHECK(sharedMemoryBytes(parseValid("head_dim=64")) == (128 + 2 * 2 * 128) * 64 * 2);
+  // The defaults: two blocks per SM (mma.sync's tiles; wgmma's 64 x 64).
+  CHECK(kvStages(parseValid("head_dim=128,mma=sync")) == 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=128,mma=sync")) == (128 + 2 * 2 * 32) * 128 * 2);
+  CHECK(kvStages(parseValid("head_dim=64,mask=causal,mma=sync")) == 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=64,mma=sync")) == (128 + 2 * 2 * 128) * 64 * 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=128")) == (64 + 2 * 2 * 64) * 128 * 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=64")) == (64 + 2 * 2 * 64) * 64 * 2);
   CHECK(kvStages(parseValid("head_dim=32")) == 1);
   CHECK(kvStages(parseValid("mode=decode,page_size=16,gqa=4")) == 3);
   CHECK(sharedMemoryBytes(parseValid("mode=decode,page_size=16,gqa=4")) ==

@@ -36,8 +36,8 @@ TEST_CASE("an empty spec is a bf16 prefill kernel for sm_90a with default tiles"
     CHECK(s.head_dim == 128);
     CHECK(s.dtype == DType::BF16);
     CHECK(s.target == Target::SM90a);
-    CHECK(s.tile_q == 128);
-    CHECK(s.tile_kv == 32);
+    CHECK(s.tile_q == 64); // wgmma's tiles (usesWgmma)
+    CHECK(s.tile_kv == 64);
     CHECK(s.mask == Mask{});
     CHECK(s.page_size == 0);
     CHECK(s.gqa == 1);
@@ -51,14 +51,19 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
   struct Case {
     int headDim, tileQ, tileKV;
   };
-  for (const char *target : {"sm_80", "sm_90a"}) {
+  // mma.sync kernels: sm_80, and sm_90a's head dims wgmma does not take (or
+  // mma=sync); sm_90a's head_dim 64 and 128 run wgmma on 64 x 64 tiles.
+  for (const char *target : {"sm_80", "sm_90a", "sm_90a,mma=sync"}) {
+    const bool wgmma = std::string(target) == "sm_90a";
     for (Case c : {Case{32, 128, 128}, Case{64, 128, 128}, Case{96, 128, 64},
                    Case{112, 128, 32}, Case{128, 128, 32}, Case{160, 64, 64}, Case{256, 64, 64}}) {
       Spec s = parseValid("target=" + std::string(target) +
                           ",head_dim=" + std::to_string(c.headDim));
       INFO("target=" << target << " head_dim=" << c.headDim);
-      CHECK(s.tile_q == c.tileQ);
-      CHECK(s.tile_kv == c.tileKV);
+      const bool wg = wgmma && (c.headDim == 64 || c.headDim == 128);
+      CHECK(s.tile_q == (wg ? 64 : c.tileQ));
+      CHECK(s.tile_kv == (wg ? 64 : c.tileKV));
+      CHECK(usesWgmma(s) == wg);
       CHECK(s.dtype == DType::BF16);
     }
   }
@@ -99,7 +104,7 @@ TEST_CASE("explicit tile sizes and dtype override the defaults",
   CHECK(s.tile_kv == 128);
   CHECK(s.dtype == DType::F16);
   // Only the tile left out is filled in.
-  Spec t = parseValid("tile_kv=32");
+  Spec t = parseValid("tile_kv=32,target=sm_80");
   CHECK(t.tile_q == 128);
   CHECK(t.tile_kv == 32);
 }
@@ -107,6 +112,7 @@ TEST_CASE("explicit tile sizes and dtype override the defaults",
 TEST_CASE("applyDefaultTiles fills only the tiles left at zero",
           "[spec][defaults]") {
   Spec s;
+  s.target = Target::SM80;
   applyDefaultTiles(s);
   CHECK(s.tile_q == 128);
   CHECK(s.tile_kv == 32);
@@ -144,7 +150,7 @@ TEST_CASE("names, element sizes and field names are the documented spellings",
   CHECK(specFieldNames() ==
         std::vector<std::string>{"mode", "head_dim", "dtype", "tile_q",
                                  "tile_kv", "mask", "page_size", "gqa",
-                                 "return_lse", "target", "split_kv", "stages"});
+                                 "return_lse", "target", "split_kv", "stages", "mma"});
   CHECK(Mask{}.str() == "none");
   CHECK(Mask{MaskKind::Causal, 0}.str() == "causal");
   CHECK(Mask{MaskKind::SlidingWindow, 256}.str() == "sliding_window(256)");
@@ -158,7 +164,7 @@ TEST_CASE("names, element sizes and field names are the documented spellings",
 TEST_CASE("the canonical form lists every field in a fixed order",
           "[spec][canonical]") {
   CHECK(parseValid("").str() ==
-        "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=32,mask=none,"
+        "mode=prefill,head_dim=128,dtype=bf16,tile_q=64,tile_kv=64,mask=none,"
         "page_size=0,gqa=1,return_lse=false,target=sm_90a");
   CHECK(parseValid("target=cpu,mode=decode,page_size=32,mask=sliding_window(9),"
                    "return_lse=true,split_kv=4,gqa=2,head_dim=40")
@@ -173,9 +179,9 @@ TEST_CASE("the canonical form lists every field in a fixed order",
 
 TEST_CASE("the symbol spells out every field", "[spec][canonical]") {
   CHECK(parseValid("mask=causal,page_size=16,gqa=4").symbol() ==
-        "attn_prefill_hd128_bf16_q128_kv64_causal_p16_g4_sm90a");
+        "attn_prefill_hd128_bf16_q64_kv64_causal_p16_g4_sm90a");
   CHECK(parseValid("").symbol() ==
-        "attn_prefill_hd128_bf16_q128_kv32_nomask_p0_g1_sm90a");
+        "attn_prefill_hd128_bf16_q64_kv64_nomask_p0_g1_sm90a");
   CHECK(parseValid("mode=decode,page_size=16,mask=sliding_window(512),"
                    "return_lse=true,target=sm_80,dtype=f16,split_kv=8")
             .symbol() ==

@@ -45,10 +45,10 @@ TEST_CASE("a tuning table round-trips and becomes the defaults of its specs", "[
   CHECK(parsed("mask=causal,gqa=4").tile_kv == 64);
   CHECK(parsed("mask=causal,gqa=4").tile_q == 64);
   CHECK(parsed("mode=decode,page_size=16,gqa=8").tile_kv == 128);
-  CHECK(parsed("mask=causal,gqa=2").tile_q == 128); // not tuned: built-in
+  CHECK(parsed("mask=causal,gqa=2,mma=sync").tile_q == 128); // not tuned: built-in
   CHECK(parsed("mask=causal,gqa=4,tile_kv=32").tile_q == 128); // one tile given: built-in
   TuningTable::install(nullptr);
-  CHECK(parsed("mask=causal,gqa=4").tile_q == 128);
+  CHECK(parsed("mask=causal,gqa=4,mma=sync").tile_q == 128);
   std::remove(path.c_str());
 }
 
@@ -108,9 +108,9 @@ TEST_CASE("a bad tuning table is refused with its line, and bad tiles are never 
 
   // Tiles no kernel can take (tile_q = 24 on a GPU target) are skipped.
   TuningTable odd;
-  odd.set(parsed("mask=causal"), {24, 64}, "");
+  odd.set(parsed("mask=causal,mma=sync"), {24, 64}, "");
   TuningTable::install(&odd);
-  CHECK(parsed("mask=causal").tile_q == 128);
+  CHECK(parsed("mask=causal,mma=sync").tile_q == 128);
   TuningTable::install(nullptr);
   std::remove(path.c_str());
 }

@@ -125,11 +125,19 @@ const char *maskCode(const Mask &m) {
 /// shared memory. prefillLayout and decodeLayout choose them.
 struct BlockLayout {
   int64_t warpRows, stepKV, stages;
+  bool wgmma = false; ///< sm_90a warpgroup MMA (attn/wgmma.cuh)
 };
 
 BlockLayout prefillLayout(const Spec &spec) {
   const int64_t headDim = spec.head_dim, tileQ = spec.tile_q, tileKV = spec.tile_kv;
   BlockLayout l{16, tileKV, 1};
+  // wgmma: a warpgroup's 64 rows, 16 per warp, against the whole K/V tile
+  // (one instruction's N).
+  if (usesWgmma(spec)) {
+    l.wgmma = true;
+    l.stages = kvStages(spec);
+    return l;
+  }
   // 32 query rows per warp halve the shared-memory reads per mma when two
   // 16-row blocks' accumulators (head_dim / 2 registers each) and scores
   // (step / 2 each) fit next to the rest in 255 registers: head_dim + step
@@ -176,7 +184,7 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "// Emitted from the tile-level IR of @" << plan.name
     << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
        "attn/*.cuh templates.\n"
-    << "#include \"attn/" << (decode ? "decode" : "block") << ".cuh\"\n\n"
+    << "#include \"attn/" << (decode ? "decode" : layout.wgmma ? "wgmma" : "block") << ".cuh\"\n\n"
     << "using namespace attn::kernel;\n\n"
     << "namespace {\nstruct Cfg {\n"
     << "  using Elem = " << elem << ";\n"
@@ -202,6 +210,9 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  static constexpr int kWarpRows = " << layout.warpRows
       << ";  // query rows per warp: each K/V fragment serves them all\n"
       << "  static constexpr int kRowBlocks = kWarpRows / 16;\n";
+  if (layout.wgmma)
+    o << "  // Shared tiles in the 128-byte swizzle wgmma reads (attn/wgmma.cuh).\n"
+      << "  template <int kRows>\n  using Tile = WgmmaTile<kRows, kHeadDim>;\n";
   if (decode)
     o << "  static constexpr int kStages = " << layout.stages
       << "; // K/V tiles in shared memory: kStages - 1 load ahead\n";
@@ -233,6 +244,17 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
   // Under a causal or window mask a later query tile sees more keys: the grid
   // hands them out first, so the blocks that finish last are the short ones.
   const bool heavyFirst = spec.mask.kind != MaskKind::None;
+  const bool wgmma = layout.wgmma;
+  // What makes the tiles this thread copied visible to the block: with
+  // wgmma, whose reads of shared memory go through the async proxy, a proxy
+  // fence between the cp.async wait and the barrier.
+  auto arrived = [&](const char *indent, const std::string &wait) {
+    std::string text = std::string(indent) + wait + "\n";
+    if (wgmma)
+      text += std::string(indent) +
+              "fence_async_shared(); // the copies, visible to wgmma's shared-memory reads\n";
+    return text + indent + "__syncthreads();\n";
+  };
   o << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
     << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
     << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
@@ -250,7 +272,11 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
   printKVCache(o, plan.paged);
   o << "  const i64 q_row = (i64)p.num_q_heads * Cfg::kHeadDim;\n"
     << "  const Elem *q = reinterpret_cast<const Elem *>(p.q) + q_begin * q_row + head * Cfg::kHeadDim;\n"
-    << "  extern __shared__ __align__(128) unsigned char smem[];\n"
+    << (wgmma ? "  // wgmma's 128-byte swizzle repeats every 1024 bytes: the tiles start on that\n"
+                "  // boundary (the dynamic shared memory does; a launch that broke it would stop here).\n"
+                "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+                "  if (smem_addr(smem) % 1024 != 0)\n    __trap();\n"
+              : "  extern __shared__ __align__(128) unsigned char smem[];\n")
     << "  Elem *smem_q = reinterpret_cast<Elem *>(smem);\n"
     << "  Elem *smem_k = smem_q + Cfg::kTileQ * Cfg::kHeadDim; // [kStages][kTileKV][kHeadDim]\n"
     << "  Elem *smem_v = smem_k + Cfg::kStages * Cfg::kTileKV * Cfg::kHeadDim;\n"
@@ -282,10 +308,10 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
       << "  // The first K/V tile loads while the query tile arrives.\n"
       << "  if (tile_lo < tile_hi)\n    load_kv(tile_lo, 0);\n"
       << "  cp_async_commit();\n"
-      << "  cp_async_wait<1>(); // the query tile has arrived\n";
+      << arrived("  ", "cp_async_wait<1>(); // the query tile has arrived");
   else
-    o << "  cp_async_wait<0>();\n";
-  o << "  __syncthreads();\n"
+    o << arrived("  ", "cp_async_wait<0>();");
+  o
     << "  // attn-online-softmax: m = -inf, l = 0, acc = 0 for this warp's kWarpRows rows.\n"
     << "  WarpState<Cfg> state;\n  state.init();\n";
   // One loop over the tiles some row sees, the mask applied on the partial
@@ -303,8 +329,7 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
       << "    // Tile j + 1 loads into the other stage while tile j is computed.\n"
       << "    if (j + 1 < tile_hi)\n      load_kv(j + 1, (stage + 1) % Cfg::kStages);\n"
       << "    cp_async_commit();\n"
-      << "    cp_async_wait<1>(); // tile j has arrived\n"
-      << "    __syncthreads();\n";
+      << arrived("    ", "cp_async_wait<1>(); // tile j has arrived");
   else
     o << "    const int stage = 0;\n"
       << loadComment("    ")
@@ -313,8 +338,7 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
       << "    cp_async_commit();\n"
       << "    rows.copy(smem_v, kv, kv.v, kv_head);\n"
       << "    cp_async_commit();\n"
-      << "    cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax\n"
-      << "    __syncthreads();\n"
+      << arrived("    ", "cp_async_wait<1>(); // K has arrived; V keeps loading during QK^T and the softmax")
       << "    const int first = max(steps.lo - j * kSteps, 0); // the tile's first step in [lo, hi)\n";
   o << "#pragma unroll\n"
     << "    for (int h = 0; h < kSteps; ++h) {\n"
@@ -323,7 +347,8 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
     << "        continue; // a step no row of this block sees\n"
     << "      const int row0 = (stage * Cfg::kTileKV + h * Cfg::kStepKV) * Cfg::kHeadDim;\n"
     << "      Scores<Cfg> s;\n"
-    << "      qk<Cfg>(s, smem_q, warp, smem_k + row0); // S = Q K^T\n";
+    << (wgmma ? "      qk_wgmma<Cfg>(s, smem_q, warp, smem_k + row0); // S = Q K^T, the warpgroup's rows\n"
+              : "      qk<Cfg>(s, smem_q, warp, smem_k + row0); // S = Q K^T\n");
   if (masked)
     o << "      // attn-mask-tiles: a partial step: hide the keys this warp's rows may not see.\n"
       << "      if (step < steps.full_lo || step >= steps.full_hi)\n"
@@ -335,10 +360,10 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
     << "      state.update(s, p.scale_log2);\n";
   if (!pipelined)
     o << "      if (h == first) {\n"
-      << "        cp_async_wait<0>(); // V has arrived\n"
-      << "        __syncthreads();\n"
+      << arrived("        ", "cp_async_wait<0>(); // V has arrived")
       << "      }\n";
-  o << "      accumulate_pv<Cfg>(state, s, smem_v + row0); // acc += P V\n"
+  o << (wgmma ? "      accumulate_pv_wgmma<Cfg>(state, s, smem_v + row0); // acc += P V\n"
+              : "      accumulate_pv<Cfg>(state, s, smem_v + row0); // acc += P V\n")
     << "    }\n"
     << (pipelined ? "    __syncthreads(); // this stage is loaded again at the next tile\n  }\n"
                   : "    __syncthreads(); // the next tile overwrites K and V\n  }\n");
@@ -378,9 +403,10 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "  auto smem_k = [&](int stage) { return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     << "  auto smem_v = [&](int stage) { return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     << "  // attn-page-kv: the K and V rows of tile j, found through the block table\n"
-    << "  // (KVCache::slot) once for both.\n"
-    << "  auto load_kv = [&](int j, int stage) {\n"
-    << "    const KVTile<Cfg, Cfg::kTileKV> rows(kv, j * Cfg::kTileKV);\n"
+    << "  // (KVCache::slot) once for both, from the table entries `read` holds.\n"
+    << "  using Tile = KVTile<Cfg, Cfg::kTileKV>;\n"
+    << "  auto load_kv = [&](int j, int stage, const Tile::Lookups &read) {\n"
+    << "    const Tile rows(kv, j * Cfg::kTileKV, read);\n"
     << "    rows.copy_kv(smem_k(stage), smem_v(stage), kv, kv_head);\n"
     << "  };\n"
     << "  // attn-split-kv: one split writes the output; several write partial results\n"
@@ -410,15 +436,20 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
     << "    // The first kStages - 1 tiles start loading (the query rows with the first).\n"
     << "    for (int i = 0; i < Cfg::kStages - 1; ++i) {\n"
-    << "      if (mine.lo + i < mine.hi)\n        load_kv(mine.lo + i, i);\n"
+    << "      if (mine.lo + i < mine.hi)\n"
+    << "        load_kv(mine.lo + i, i, Tile::Lookups(kv, (mine.lo + i) * Cfg::kTileKV));\n"
     << "      cp_async_commit();\n    }\n"
+    << "    // attn-page-kv: the block-table entries of the next tile to load, read one\n"
+    << "    // tile early: the copy never waits on the table.\n"
+    << "    Tile::Lookups next(kv, (mine.lo + Cfg::kStages - 1) * Cfg::kTileKV);\n"
     << "    // attn-online-softmax: m = -inf, l = 0, acc = 0; each warp takes 16 keys of every tile.\n"
     << "    DecodeState<Cfg> state;\n    state.init();\n"
     << "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
     << "      const int stage = (j - mine.lo) % Cfg::kStages, ahead = j + Cfg::kStages - 1;\n"
     << "      if (ahead < mine.hi) // into the stage the previous tile used\n"
-    << "        load_kv(ahead, (ahead - mine.lo) % Cfg::kStages);\n"
+    << "        load_kv(ahead, (ahead - mine.lo) % Cfg::kStages, next);\n"
     << "      cp_async_commit();\n"
+    << "      next = Tile::Lookups(kv, (ahead + 1) * Cfg::kTileKV); // used at the next tile\n"
     << "      cp_async_wait<Cfg::kStages - 1>(); // tile j has arrived\n"
     << "      __syncthreads();\n"
     << "      DecodeScores<Cfg> s;\n"

@@ -27,6 +27,10 @@ enum class Mode { Prefill, Decode };
 enum class DType { F16, BF16, F32, F64 };
 enum class MaskKind { None, Causal, SlidingWindow };
 enum class Target { SM80, SM90a, CPU };
+/// The tensor-core instructions of a GPU prefill kernel: `auto` (the
+/// measured choice, usesWgmma), `sync` (mma.sync, sm_80 and up) or `wgmma`
+/// (Hopper's warpgroup MMA reading shared memory directly; sm_90a).
+enum class MmaKind { Auto, Sync, Wgmma };
 
 /// A mask: none, causal, or a causal sliding window of `window` keys.
 /// Queries and keys are aligned at the bottom right: with q_len queries and
@@ -62,6 +66,7 @@ struct Spec {
   Target target = Target::SM90a;
   int64_t split_kv = kSplitKVAuto; ///< Decode only.
   int64_t stages = kStagesAuto;    ///< GPU only: K/V tiles in shared memory.
+  MmaKind mma = MmaKind::Auto;     ///< GPU prefill only: the tensor-core instructions.
 
   bool operator==(const Spec &o) const;
   bool operator!=(const Spec &o) const { return !(*this == o); }
@@ -70,7 +75,8 @@ struct Spec {
   bool isPaged() const { return page_size > 0; }
 
   /// The canonical text form: every field, fixed order, `field=value`
-  /// joined by commas (split_kv only for decode, stages only when not auto).
+  /// joined by commas (split_kv only for decode, stages and mma only when
+  /// not auto).
   /// parseSpec(s.str()) == s.
   std::string str() const;
   /// A C identifier naming this spec, for AOT symbols and kernel names,
@@ -128,6 +134,9 @@ int64_t kvStages(const Spec &spec);
 /// Shared memory a GPU kernel of this spec needs: the Q rows (prefill's
 /// tile; 16 rows in decode) plus kvStages(spec) stages of K and V tiles.
 int64_t sharedMemoryBytes(const Spec &spec);
+/// Whether a GPU kernel of this spec runs on wgmma (a prefill spec's
+/// `mma`; auto: the measured choice for the target and tiles).
+bool usesWgmma(const Spec &spec);
 /// Largest dynamic shared memory per block of a GPU target.
 int64_t sharedMemoryLimit(Target target);
 
@@ -135,6 +144,7 @@ int64_t sharedMemoryLimit(Target target);
 const char *name(Mode m);
 const char *name(DType d);
 const char *name(Target t);
+const char *name(MmaKind m);
 int64_t bytesPerElement(DType d);
 
 /// The field names in canonical order, for `--help` and error messages.
