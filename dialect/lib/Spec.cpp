@@ -193,10 +193,11 @@ int64_t kvStages(const Spec &spec) {
   constexpr int64_t twoBlocks = 112 * 1024;
   if (spec.mode == Mode::Decode)
     return stagedBytes(spec, 3) <= twoBlocks ? 3 : 2;
-  // A wgmma block keeps its tensor cores busy on its own (its warpgroups
-  // take turns): two stages whenever they fit in the SM.
+  // wgmma, measured on the H200 with 64 x 64 tiles (tests/gpu/RESULTS.md):
+  // head_dim 64 two stages (1-9 % faster than one); head_dim 128 one stage
+  // (48 KiB: three blocks per SM instead of two; 5-12 % faster than two).
   if (usesWgmma(spec))
-    return stagedBytes(spec, 2) <= sharedMemoryLimit(spec.target) ? 2 : 1;
+    return spec.head_dim <= 64 && stagedBytes(spec, 2) <= twoBlocks ? 2 : 1;
   return spec.head_dim >= 64 && stagedBytes(spec, 2) <= twoBlocks ? 2 : 1;
 }
 

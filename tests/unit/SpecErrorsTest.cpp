@@ -364,9 +364,14 @@ TEST_CASE("mma picks wgmma or mma.sync for sm_90a prefill within the shapes it t
                    "page_size=0,gqa=1,return_lse=false,target=sm_90a,mma=wgmma");
   CHECK(s.symbol() == "attn_prefill_hd128_bf16_q128_kv128_nomask_p0_g1_sm90a_wg");
   CHECK(parseValid(s.str()) == s);
-  // A wgmma block takes two stages whenever they fit in the SM (160 KiB here).
-  CHECK(kvStages(s) == 2);
-  CHECK(sharedMemoryBytes(s) == (128 + 2 * 2 * 128) * 128 * 2);
+  // wgmma's measured depths: one stage for head_dim 128, two for head_dim 64
+  // while two blocks fit in an SM.
+  CHECK(kvStages(s) == 1);
+  CHECK(sharedMemoryBytes(s) == (128 + 2 * 128) * 128 * 2);
+  CHECK(kvStages(parseValid("head_dim=128")) == 1);
+  CHECK(kvStages(parseValid("head_dim=64")) == 2);
+  CHECK(kvStages(parseValid("head_dim=64,tile_q=128,tile_kv=128,mma=wgmma")) == 2);
+  CHECK(kvStages(parseValid("head_dim=128,stages=2")) == 2);
   Spec sync = parseValid("head_dim=128,tile_q=128,tile_kv=128,mma=sync");
   CHECK(!usesWgmma(sync));
   CHECK(sync.symbol().find("_sm90a_sync") != std::string::npos);
@@ -404,7 +409,7 @@ TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
   CHECK(sharedMemoryBytes(parseValid("head_dim=128,mma=sync")) == (128 + 2 * 2 * 32) * 128 * 2);
   CHECK(kvStages(parseValid("head_dim=64,mask=causal,mma=sync")) == 2);
   CHECK(sharedMemoryBytes(parseValid("head_dim=64,mma=sync")) == (128 + 2 * 2 * 128) * 64 * 2);
-  CHECK(sharedMemoryBytes(parseValid("head_dim=128")) == (64 + 2 * 2 * 64) * 128 * 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=128")) == (64 + 2 * 64) * 128 * 2);
   CHECK(sharedMemoryBytes(parseValid("head_dim=64")) == (64 + 2 * 2 * 64) * 64 * 2);
   CHECK(kvStages(parseValid("head_dim=32")) == 1);
   CHECK(kvStages(parseValid("mode=decode,page_size=16,gqa=4")) == 3);
