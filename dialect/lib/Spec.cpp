@@ -265,7 +265,7 @@ void applyDefaultTiles(Spec &spec) {
          : hd128 && spec.mask.kind == MaskKind::None ? 32
                                                      : 64;
     // sm_90a, head_dim 64 and 128: wgmma (usesWgmma) on 64 x 64 tiles, two
-    // blocks per SM; the fastest of the wgmma tiles on the H200 for both
+    // or three blocks per SM; the fastest of the wgmma tiles on the H200 for both
     // head dims, with and without a causal mask (128 x 128 was up to 4 %
     // faster on the longest head_dim 128 rows, 5-7 % slower at N = 1024).
     // A tile the spec gives keeps these only if wgmma takes the pair.

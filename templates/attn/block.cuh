@@ -241,6 +241,18 @@ ATTN_DEVICE void apply_mask(Scores<Cfg> &s, i64 q_row0, i64 key0, i64 q_len, i64
   }
 }
 
+/// P's keys 16 kk .. 16 kk + 15 of one 16-row block (`p`: its scores in the
+/// m16n8k16 accumulator layout) as the A operand of a 16-bit mma or wgmma:
+/// the accumulator of two 8-key blocks is the A fragment of their 16 keys.
+template <typename Elem, int kScoreBlocks>
+ATTN_DEVICE void p_fragment(unsigned (&a)[4], const float (&p)[kScoreBlocks][4], int kk) {
+  using M = Mma<Elem>;
+  a[0] = M::pack(p[2 * kk][0], p[2 * kk][1]);
+  a[1] = M::pack(p[2 * kk][2], p[2 * kk][3]);
+  a[2] = M::pack(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+  a[3] = M::pack(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+}
+
 /// acc += P V for a step's keys (`smem_v`: the step's first value row): the
 /// probabilities stay in registers as the A operand; each V fragment serves
 /// every row block of the warp.
@@ -257,12 +269,8 @@ ATTN_DEVICE void accumulate_pv(WarpState<Cfg> &state, const Scores<Cfg> &p,
   for (int kk = 0; kk < Cfg::kStepKV / 16; ++kk) {
     unsigned a[R][4];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      a[r][0] = M::pack(p[r][2 * kk][0], p[r][2 * kk][1]);
-      a[r][1] = M::pack(p[r][2 * kk][2], p[r][2 * kk][3]);
-      a[r][2] = M::pack(p[r][2 * kk + 1][0], p[r][2 * kk + 1][1]);
-      a[r][3] = M::pack(p[r][2 * kk + 1][2], p[r][2 * kk + 1][3]);
-    }
+    for (int r = 0; r < R; ++r)
+      p_fragment<typename Cfg::Elem>(a[r], p[r], kk);
 #pragma unroll
     for (int nb = 0; nb < Cfg::kHeadDim / 8; nb += 2) {
       unsigned b[4]; // output columns nb * 8 .. nb * 8 + 15

@@ -161,17 +161,12 @@ ATTN_DEVICE void qk_wgmma(Scores<Cfg> &s, const typename Cfg::Elem *smem_q, int 
 template <class Cfg>
 ATTN_DEVICE void accumulate_pv_wgmma(WarpState<Cfg> &state, const Scores<Cfg> &p,
                                      const typename Cfg::Elem *smem_v) {
-  using M = Mma<typename Cfg::Elem>;
   using VTile = WgmmaTile<Cfg::kTileKV, Cfg::kHeadDim>;
   using W = Wgmma<typename Cfg::Elem, Cfg::kHeadDim>;
   unsigned a[Cfg::kTileKV / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kTileKV / 16; ++kk) {
-    a[kk][0] = M::pack(p[0][2 * kk][0], p[0][2 * kk][1]);
-    a[kk][1] = M::pack(p[0][2 * kk][2], p[0][2 * kk][3]);
-    a[kk][2] = M::pack(p[0][2 * kk + 1][0], p[0][2 * kk + 1][1]);
-    a[kk][3] = M::pack(p[0][2 * kk + 1][2], p[0][2 * kk + 1][3]);
-  }
+  for (int kk = 0; kk < Cfg::kTileKV / 16; ++kk)
+    p_fragment<typename Cfg::Elem>(a[kk], p[0], kk);
   const unsigned v = smem_addr(smem_v);
   float(&acc)[Cfg::kHeadDim / 8][4] = state.rows[0].acc;
   wgmma_hold(acc);

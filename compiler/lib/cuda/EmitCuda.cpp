@@ -130,12 +130,16 @@ struct BlockLayout {
 
 BlockLayout prefillLayout(const Spec &spec) {
   const int64_t headDim = spec.head_dim, tileQ = spec.tile_q, tileKV = spec.tile_kv;
-  BlockLayout l{16, tileKV, 1};
+  // K/V stages: kvStages (Spec.cpp), where the shared memory is counted.
+  // Measured on the H200 for mma.sync against one stage: two were 5-8 %
+  // faster for head_dim 128, and 1-8 % for head_dim 64 (128-key tiles,
+  // 80 KiB) since the lazy rescale freed registers (before it, one stage had
+  // won on the long rows); wgmma's measured depths are there too.
+  BlockLayout l{16, tileKV, kvStages(spec)};
   // wgmma: a warpgroup's 64 rows, 16 per warp, against the whole K/V tile
   // (one instruction's N).
   if (usesWgmma(spec)) {
     l.wgmma = true;
-    l.stages = kvStages(spec);
     return l;
   }
   // 32 query rows per warp halve the shared-memory reads per mma when two
@@ -153,12 +157,6 @@ BlockLayout prefillLayout(const Spec &spec) {
     l.warpRows = 32;
   else
     l.stepKV = tileKV;
-  // K/V stages: kvStages (Spec.cpp), where the shared memory is counted.
-  // Measured on the H200 against one stage: two were 5-8 % faster for
-  // head_dim 128, and 1-8 % for head_dim 64 (128-key tiles, 80 KiB) since the
-  // lazy rescale freed registers (before it, one stage had won on the long
-  // rows).
-  l.stages = kvStages(spec);
   return l;
 }
 
