@@ -153,6 +153,81 @@ struct KVTile {
   }
 };
 
+/// attn-page-kv, the copy of a K/V tile whose rows come in runs of one
+/// page: kRun = min(kPageSize, kTileKV) consecutive tokens share a
+/// block-table entry. Thread t copies the 16-byte chunk t % kChunks of rows
+/// t / kChunks + kRowStep i; when kRowStep divides kRun, each run's rows of a
+/// thread hang off one table entry and one 64-bit address (a step of
+/// kRowStep token rows apart), and their shared-memory offsets are
+/// compile-time steps from the thread's first (kRowStep a multiple of the
+/// swizzle period, 8 rows). Against KVTile, which finds the slot and
+/// address of every piece, this is a few instructions per run instead of
+/// per piece. kApplies says whether the tile's shape allows it (the
+/// emitter then uses it; KVTile serves the others).
+template <class Cfg>
+struct PageRuns {
+  using Elem = typename Cfg::Elem;
+  using Tile = SmemTile<Cfg::kTileKV, Cfg::kHeadDim>;
+  static constexpr int kChunks = Cfg::kHeadDim / 8;
+  static constexpr int kRowStep = Cfg::kThreads / kChunks; ///< token rows between a thread's pieces
+  static constexpr int kPage = Cfg::kPageSize > 0 ? Cfg::kPageSize : 1;
+  static constexpr int kRun = kPage < Cfg::kTileKV ? kPage : Cfg::kTileKV;
+  static constexpr int kRuns = Cfg::kTileKV / kRun; ///< table entries per tile
+  static constexpr bool kApplies =
+      Cfg::kPageSize > 0 && Cfg::kThreads % kChunks == 0 && kRowStep > 0 &&
+      kRun % kRowStep == 0 && Cfg::kTileKV % kRun == 0 && kPage % kRun == 0 &&
+      (kRowStep % 8 == 0 || kChunks % 8 != 0);
+
+  /// The table entries of one tile's runs (KVCache::lookup of each run's
+  /// first token), read a tile before the copy that needs them.
+  struct Lookups {
+    int entry[kRuns];
+    template <class Cache>
+    ATTN_DEVICE Lookups(const Cache &kv, int t0) {
+#pragma unroll
+      for (int run = 0; run < kRuns; ++run)
+        entry[run] = kv.lookup(t0 + run * kRun);
+    }
+  };
+
+  int first_row; ///< this thread's first row of a run: threadIdx.x / kChunks
+  int offset;    ///< elements from a run's first row of K (or V) to this thread's first piece
+  int row_step;  ///< elements between a thread's rows of one run: kRowStep token rows
+  unsigned dst;  ///< byte offset of the thread's first piece in a shared tile
+
+  /// For KV head h of a cache with token_stride elements between tokens.
+  ATTN_DEVICE PageRuns(int token_stride, int h)
+      : first_row(threadIdx.x / kChunks),
+        offset((threadIdx.x / kChunks) * token_stride + h * Cfg::kHeadDim + (threadIdx.x % kChunks) * 8),
+        row_step(kRowStep * token_stride),
+        dst(Tile::offset(threadIdx.x / kChunks, threadIdx.x % kChunks) * sizeof(Elem)) {
+    static_assert(kApplies, "PageRuns: the tile's rows must come in runs a thread's rows divide");
+  }
+
+  /// K and V of tokens [t0, t0 + kTileKV) into shared tiles (one cp.async
+  /// group for the two); rows past kv_len or on a page outside the cache are
+  /// zero-filled without a read.
+  template <class Cache>
+  ATTN_DEVICE void copy_kv(Elem *smem_k, Elem *smem_v, const Cache &kv, int t0,
+                           const Lookups &read) const {
+    const unsigned k_dst = smem_addr(smem_k) + dst, v_dst = smem_addr(smem_v) + dst;
+#pragma unroll
+    for (int run = 0; run < kRuns; ++run) {
+      const int slot = kv.slot(t0 + run * kRun, read.entry[run]); // the run's first token
+      // The thread's rows i * kRowStep < rows_left of the run are before kv_len.
+      const int rows_left = kv.kv_len - (t0 + run * kRun + first_row);
+      const i64 at = (i64)slot * kv.token_stride + offset;
+#pragma unroll
+      for (int i = 0; i < kRun / kRowStep; ++i) {
+        const bool valid = slot >= 0 && i * kRowStep < rows_left;
+        const unsigned row_bytes = (run * kRun + i * kRowStep) * Cfg::kHeadDim * sizeof(Elem);
+        cp_async_16(k_dst + row_bytes, valid ? kv.k + at + i * row_step : kv.k, valid);
+        cp_async_16(v_dst + row_bytes, valid ? kv.v + at + i * row_step : kv.v, valid);
+      }
+    }
+  }
+};
+
 /// The online-softmax state of one warp's rows: kRowBlocks blocks of 16.
 template <class Cfg>
 struct WarpState {

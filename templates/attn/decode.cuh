@@ -40,15 +40,59 @@ using DecodeState = WarpState<WarpSlice<Cfg>>;
 template <class Cfg>
 using DecodeScores = Scores<WarpSlice<Cfg>>;
 
-/// S = Q K^T (raw) for the block's 16 rows and this warp's 16 keys of the
-/// tile in shared memory.
-template <class Cfg>
-ATTN_DEVICE void decode_qk(DecodeScores<Cfg> &s, const typename Cfg::Elem *smem_q,
-                           const typename Cfg::Elem *smem_k, int warp) {
-  // Rows 16 * warp .. of a swizzled tile start a swizzle period: the warp's
-  // keys are a 16-row tile of their own.
-  qk<WarpSlice<Cfg>>(s, smem_q, 0, smem_k + warp * 16 * Cfg::kHeadDim);
-}
+/// The block's 16 query rows as the A operand of S = Q K^T. Every warp
+/// multiplies the same rows by each tile's keys, so up to head_dim 128 each
+/// warp keeps Q's fragments in registers (head_dim / 4 of them) for the
+/// whole KV loop instead of reading them from shared memory at every tile;
+/// wider heads read them from smem_q each time (their accumulator needs the
+/// registers).
+template <class Cfg, bool kInRegisters = (Cfg::kHeadDim <= 128)>
+struct DecodeQuery {
+  using QTile = SmemTile<16, Cfg::kHeadDim>;
+  using KTile = SmemTile<16, Cfg::kHeadDim>; // a warp's 16 keys: rows 16 * warp ..
+  static constexpr int kSteps = Cfg::kHeadDim / 16;
+  unsigned frag[kInRegisters ? kSteps : 1][4];
+  unsigned q_base; ///< this lane's ldmatrix address in smem_q (first 16 columns)
+
+  /// After smem_q holds the rows (and a barrier made them visible).
+  ATTN_DEVICE void load(const typename Cfg::Elem *smem_q) {
+    const int lane = threadIdx.x % 32;
+    q_base = smem_addr(smem_q + QTile::offset(lane % 16, lane / 16));
+    if (kInRegisters)
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk)
+        ldmatrix_x4(frag[kInRegisters ? kk : 0], QTile::step(q_base, 2 * kk));
+  }
+
+  /// S = Q K^T (raw) for this warp's 16 keys of the tile in shared memory
+  /// (rows 16 * warp .. of a swizzled tile start a swizzle period: the
+  /// warp's keys are a 16-row tile of their own).
+  ATTN_DEVICE void qk(DecodeScores<Cfg> &s, const typename Cfg::Elem *smem_k, int warp) const {
+    using M = Mma<typename Cfg::Elem>;
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+      s[0][nb][0] = s[0][nb][1] = s[0][nb][2] = s[0][nb][3] = 0.f;
+    // Lanes 0-15 address keys 0-7, lanes 16-31 keys 8-15.
+    const unsigned k_base =
+        smem_addr(smem_k + warp * 16 * Cfg::kHeadDim + KTile::offset((lane / 16) * 8 + lane % 8, (lane / 8) % 2));
+#pragma unroll
+    for (int kk = 0; kk < kSteps; ++kk) {
+      unsigned a[4], b[4];
+      if (kInRegisters) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          a[i] = frag[kInRegisters ? kk : 0][i];
+      } else {
+        ldmatrix_x4(a, QTile::step(q_base, 2 * kk));
+      }
+      ldmatrix_x4(b, KTile::step(k_base, 2 * kk));
+      const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      M::run(s[0][0], a, b0);
+      M::run(s[0][1], a, b1);
+    }
+  }
+};
 
 /// acc += P V for this warp's 16 keys.
 template <class Cfg>

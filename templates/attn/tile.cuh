@@ -22,6 +22,12 @@ ATTN_DEVICE void cp_async_16(void *smem, const void *gmem, bool valid) {
                "l"(gmem), "r"(bytes));
 }
 
+/// The same to a shared-memory address (smem_addr).
+ATTN_DEVICE void cp_async_16(unsigned smem, const void *gmem, bool valid) {
+  const unsigned bytes = valid ? 16u : 0u;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(bytes));
+}
+
 ATTN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 
 /// Waits until at most `kPending` committed groups are still in flight.

@@ -161,6 +161,54 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
         std::string::npos);
 }
 
+TEST_CASE("a decode kernel's KV loop: one barrier per tile, Q in registers, page runs",
+          "[cuda]") {
+  CudaLaunchShape shape;
+  const std::string src = emit("mode=decode,page_size=16,gqa=4", shape);
+  const size_t loop = src.find("for (int j = mine.lo; j < mine.hi; ++j)");
+  const size_t end = src.find("cp_async_wait<0>();", loop);
+  REQUIRE(loop != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  const std::string body = src.substr(loop, end - loop);
+  size_t barriers = 0;
+  for (size_t at = body.find("__syncthreads()"); at != std::string::npos;
+       at = body.find("__syncthreads()", at + 1))
+    ++barriers;
+  CHECK(barriers == 1);
+  // The wait before it leaves the tiles after j in flight; the load after it
+  // reuses tile j - 1's stage, which every warp has left.
+  CHECK(body.find("cp_async_wait<Cfg::kStages - 2>(); // tile j has arrived\n      // One barrier") !=
+        std::string::npos);
+  CHECK(body.find("__syncthreads();\n      if (ahead < mine.hi)\n        load_kv(ahead") !=
+        std::string::npos);
+  CHECK(body.find("query.qk(s, smem_k(stage), warp)") != std::string::npos);
+  CHECK(src.find("DecodeQuery<Cfg> query;") < loop);
+  // Pages of 16 tokens: whole runs per thread (128 threads, 16 chunks a row:
+  // a thread's rows are 8 apart). Pages of 19 do not divide them: KVTile.
+  CHECK(src.find("using Copy = PageRuns<Cfg>;") != std::string::npos);
+  for (const char *spec : {"mode=decode,page_size=19,gqa=4", "mode=decode,page_size=16,tile_kv=32",
+                           "mode=decode,page_size=16,head_dim=256"}) {
+    const std::string other = emit(spec, shape);
+    CHECK(other.find("using Copy = KVTile<Cfg, Cfg::kTileKV>;") != std::string::npos);
+    CHECK(other.find("PageRuns") == std::string::npos);
+  }
+  // Pages longer than a tile (a tile is one run), head_dim 64 (rows 16 apart).
+  for (const char *spec : {"mode=decode,page_size=128,gqa=2", "mode=decode,head_dim=64,page_size=32,tile_kv=128"})
+    CHECK(emit(spec, shape).find("using Copy = PageRuns<Cfg>;") != std::string::npos);
+}
+
+TEST_CASE("NVRTC compiles decode kernels that copy page runs, with 0 spill bytes", "[cuda][nvrtc]") {
+  for (const char *spec : {"page_size=128,gqa=2,mask=causal", "head_dim=64,page_size=32,tile_kv=128",
+                           "head_dim=32,page_size=32,dtype=f16,stages=4",
+                           "page_size=32,tile_kv=128,mask=sliding_window(40),return_lse=true"})
+    for (const char *arch : {"sm_80", "sm_90a"}) {
+      const std::string text = std::string("mode=decode,target=") + arch + "," + spec;
+      CudaLaunchShape shape;
+      CHECK(emit(text, shape).find("PageRuns<Cfg>") != std::string::npos);
+      compileWithoutSpills(text, arch);
+    }
+}
+
 TEST_CASE("NVRTC compiles the prefill spec matrix for sm_80 and sm_90a with 0 spill bytes",
           "[cuda][nvrtc]") {
   int compiled = 0;

@@ -375,7 +375,22 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
     << ", q_start + warp * Cfg::kWarpRows);\n}\n";
 }
 
-void printDecode(std::ostringstream &o, const KernelPlan &plan) {
+/// Whether a decode kernel's K/V tiles come in runs of one page that
+/// PageRuns (attn/block.cuh) copies: the same conditions as its kApplies.
+/// Each thread copies one 16-byte chunk of every (threads / chunks)-th row;
+/// those rows must fall whole into the runs of min(page_size, tile_kv)
+/// tokens, and step over whole swizzle periods of 8 rows (or the tile is
+/// unswizzled: fewer than 8 chunks a row).
+bool decodeCopiesPageRuns(const Spec &spec, int threads) {
+  const int64_t chunks = spec.head_dim / 8, page = spec.page_size, tile = spec.tile_kv;
+  if (page <= 0 || threads % chunks != 0)
+    return false;
+  const int64_t rowStep = threads / chunks, run = std::min(page, tile);
+  return rowStep > 0 && run % rowStep == 0 && tile % run == 0 && page % run == 0 &&
+         (rowStep % 8 == 0 || chunks % 8 != 0);
+}
+
+void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, int threads) {
   bool masked = false;
   for (const auto &kv : plan.loops)
     masked |= kv.masked;
@@ -400,13 +415,25 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "  float *scratch = reinterpret_cast<float *>(smem_kv);   // the warps' states, after the loop\n"
     << "  auto smem_k = [&](int stage) { return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     << "  auto smem_v = [&](int stage) { return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
-    << "  // attn-page-kv: the K and V rows of tile j, found through the block table\n"
-    << "  // (KVCache::slot) once for both, from the table entries `read` holds.\n"
-    << "  using Tile = KVTile<Cfg, Cfg::kTileKV>;\n"
-    << "  auto load_kv = [&](int j, int stage, const Tile::Lookups &read) {\n"
-    << "    const Tile rows(kv, j * Cfg::kTileKV, read);\n"
-    << "    rows.copy_kv(smem_k(stage), smem_v(stage), kv, kv_head);\n"
-    << "  };\n"
+    ;
+  if (decodeCopiesPageRuns(spec, threads))
+    o << "  // attn-page-kv: the K and V rows of tile j, found through the block table from\n"
+      << "  // the entries `read` holds: one entry and one address per run of a page's\n"
+      << "  // tokens in the tile (PageRuns), for K and V alike.\n"
+      << "  using Copy = PageRuns<Cfg>;\n"
+      << "  const Copy copy(kv.token_stride, kv_head);\n"
+      << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
+      << "    copy.copy_kv(smem_k(stage), smem_v(stage), kv, j * Cfg::kTileKV, read);\n"
+      << "  };\n";
+  else
+    o << "  // attn-page-kv: the K and V rows of tile j, found through the block table\n"
+      << "  // (KVCache::slot) once for both, from the table entries `read` holds.\n"
+      << "  using Copy = KVTile<Cfg, Cfg::kTileKV>;\n"
+      << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
+      << "    const Copy rows(kv, j * Cfg::kTileKV, read);\n"
+      << "    rows.copy_kv(smem_k(stage), smem_v(stage), kv, kv_head);\n"
+      << "  };\n";
+  o
     << "  // attn-split-kv: one split writes the output; several write partial results\n"
     << "  // (normalised output and lse) to the workspace for the merge kernel.\n"
     << "  float *part = reinterpret_cast<float *>(p.workspace);\n"
@@ -432,26 +459,33 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "    load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
     << "      const int row = row0 + r;\n"
     << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
-    << "    // The first kStages - 1 tiles start loading (the query rows with the first).\n"
+    << "    cp_async_commit(); // the query rows: a cp.async group of their own\n"
+    << "    // The first kStages - 1 tiles start loading.\n"
     << "    for (int i = 0; i < Cfg::kStages - 1; ++i) {\n"
     << "      if (mine.lo + i < mine.hi)\n"
-    << "        load_kv(mine.lo + i, i, Tile::Lookups(kv, (mine.lo + i) * Cfg::kTileKV));\n"
+    << "        load_kv(mine.lo + i, i, Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV));\n"
     << "      cp_async_commit();\n    }\n"
     << "    // attn-page-kv: the block-table entries of the next tile to load, read one\n"
     << "    // tile early: the copy never waits on the table.\n"
-    << "    Tile::Lookups next(kv, (mine.lo + Cfg::kStages - 1) * Cfg::kTileKV);\n"
+    << "    Copy::Lookups next(kv, (mine.lo + Cfg::kStages - 1) * Cfg::kTileKV);\n"
     << "    // attn-online-softmax: m = -inf, l = 0, acc = 0; each warp takes 16 keys of every tile.\n"
     << "    DecodeState<Cfg> state;\n    state.init();\n"
+    << "    cp_async_wait<Cfg::kStages - 1>(); // the query rows have arrived\n"
+    << "    __syncthreads();\n"
+    << "    DecodeQuery<Cfg> query; // every warp's A operand, in registers up to head_dim 128\n"
+    << "    query.load(smem_q);\n"
     << "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
     << "      const int stage = (j - mine.lo) % Cfg::kStages, ahead = j + Cfg::kStages - 1;\n"
-    << "      if (ahead < mine.hi) // into the stage the previous tile used\n"
+    << "      cp_async_wait<Cfg::kStages - 2>(); // tile j has arrived\n"
+    << "      // One barrier per tile: tile j is visible to every warp, and every warp is\n"
+    << "      // done with tile j - 1, whose stage the next load takes.\n"
+    << "      __syncthreads();\n"
+    << "      if (ahead < mine.hi)\n"
     << "        load_kv(ahead, (ahead - mine.lo) % Cfg::kStages, next);\n"
     << "      cp_async_commit();\n"
-    << "      next = Tile::Lookups(kv, (ahead + 1) * Cfg::kTileKV); // used at the next tile\n"
-    << "      cp_async_wait<Cfg::kStages - 1>(); // tile j has arrived\n"
-    << "      __syncthreads();\n"
+    << "      next = Copy::Lookups(kv, (ahead + 1) * Cfg::kTileKV); // used at the next tile\n"
     << "      DecodeScores<Cfg> s;\n"
-    << "      decode_qk<Cfg>(s, smem_q, smem_k(stage), warp); // S = Q K^T\n";
+    << "      query.qk(s, smem_k(stage), warp); // S = Q K^T\n";
   if (masked)
     o << "      // attn-mask-tiles: a partial tile: hide the keys a row's token may not see.\n"
       << "      if (j < tiles.full_lo || j >= tiles.full_hi)\n"
@@ -461,7 +495,6 @@ void printDecode(std::ostringstream &o, const KernelPlan &plan) {
     << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      state.update(s, p.scale_log2); // the scale rides in the exponent, base 2\n"
     << "      decode_pv<Cfg>(state, s, smem_v(stage), warp); // acc += P V\n"
-    << "      __syncthreads(); // this stage is loaded again at the next tile\n"
     << "    }\n"
     << "    cp_async_wait<0>();\n"
     << "    __syncthreads();\n"
@@ -519,7 +552,7 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   std::ostringstream o;
   printConfig(o, spec, plan, tileQ, layout, shape);
   if (decode)
-    printDecode(o, plan);
+    printDecode(o, spec, plan, shape.threads);
   else
     printPrefill(o, spec, plan, layout);
   source = o.str();
