@@ -375,7 +375,10 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
     std::printf("%-52s %10s %10s\n", "prefill (bf16, contiguous, B*N = 16384)", "ms", "TFLOP/s");
     for (int hd : {64, 128})
       for (bool causal : {false, true})
-        for (int n : {1024, 4096, 16384})
+        for (int n : {1024, 4096, 16384}) {
+          // The row's inputs, made once for all its variants (the random
+          // numbers of the large rows take the host seconds).
+          std::unique_ptr<harness::DeviceBatch> dev;
           for (const std::string &variant : variants) {
             const std::string text = "dtype=bf16,head_dim=" + std::to_string(hd) +
                                      (causal ? ",mask=causal" : "") + with(variant);
@@ -387,8 +390,8 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
             if (!kernel)
               return 1;
             const size_t elems = size_t(16384) * heads * hd;
-            std::unique_ptr<harness::DeviceBatch> dev =
-                harness::benchBatch(g.cu, kernel->spec(), batch, n, n, heads, rng);
+            if (!dev)
+              dev = harness::benchBatch(g.cu, kernel->spec(), batch, n, n, heads, rng);
             harness::DeviceBatch &d = *dev;
             AttentionArgs &a = d.args;
             std::string error;
@@ -418,6 +421,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
                 return 1;
             }
           }
+        }
   }
   if (rows != "prefill") {
     std::printf("%-52s %10s %10s %6s\n", "decode (bf16, hd 128, paged, page 16)", "ms", "GB/s",
@@ -437,7 +441,8 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
         decodeVariants.push_back(fields);
     }
     for (Row r : {Row{64, 32, 8, 1024}, Row{64, 32, 8, 4096}, Row{16, 32, 8, 16384},
-                  Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}})
+                  Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}}) {
+      std::unique_ptr<harness::DeviceBatch> dev; // the row's inputs, for all its variants
       for (const std::string &fields : decodeVariants) {
         const std::string text = "mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
                                  std::to_string(r.hq / r.hkv) + fields;
@@ -448,13 +453,12 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
         if (!kernel)
           return 1;
         const size_t kvElems = size_t(r.batch) * r.len * r.hkv * 128;
-        std::unique_ptr<harness::DeviceBatch> dev =
-            harness::benchBatch(g.cu, kernel->spec(), r.batch, 1, r.len, r.hkv, rng);
+        if (!dev)
+          dev = harness::benchBatch(g.cu, kernel->spec(), r.batch, 1, r.len, r.hkv, rng);
         harness::DeviceBatch &d = *dev;
-        AttentionArgs &a = d.args;
+        AttentionArgs &a = d.args; // this variant's workspace (its split count's)
         a.workspace_bytes = kernel->workspaceBytes(a);
-        if (a.workspace_bytes)
-          a.workspace = d.upload(nullptr, a.workspace_bytes);
+        a.workspace = a.workspace_bytes ? d.upload(nullptr, a.workspace_bytes) : 0;
         std::string error;
         const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
         if (!error.empty() || !d.error.empty()) {
@@ -481,6 +485,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
             return 1;
         }
       }
+    }
   }
   return 0;
 }
