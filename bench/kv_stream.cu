@@ -1,0 +1,228 @@
+//===- kv_stream.cu - The memory ceiling of a decode kernel's K/V copy -----===//
+//
+// How fast can decode stream K and V through shared memory when it does
+// nothing else? Each block is one (split, KV head, sequence), 128 threads,
+// as in attnc's decode kernels and cuDNN's; it copies 64-key tiles (K and V,
+// head_dim 128, bf16) through a pipeline of shared-memory stages and touches
+// one 16-byte piece per tile, on PERF.md's five decode rows. Per row it
+// times three cache layouts (contiguous [B][H][N][d]; pages of 16 tokens as
+// [page][16][H][d], "nhd", bench.py's layout; and [page][H][16][d], "hnd")
+// and three copy methods: cp.async from every thread, 16 bytes each (what
+// the kernels use); cp.async.bulk, one 256-byte row per thread, completing
+// on an mbarrier; and TMA (cp.async.bulk.tensor, 2 KiB boxes of a page's
+// rows for one head, one thread issuing), each at several depths. GB/s of
+// K + V read, median of 30 launches; the split count follows the runtime's
+// rule (chooseSplits) at the occupancy each variant gets.
+//
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a \
+//        -o kv_stream bench/kv_stream.cu -lcuda && ./kv_stream
+//
+// The L2 is not flushed between launches (every row reads at least 256 MiB).
+//
+//===----------------------------------------------------------------------===//
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdint>
+#include <vector>
+#include <algorithm>
+#include <random>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+
+enum { NHD = 0, HND = 1, CONTIG = 2 };
+enum { CPASYNC = 0, BULK = 1, TMA = 2 };
+
+__device__ __forceinline__ unsigned saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+struct Args {
+  const char *k, *v; const int *table; int n, hkv, tiles_per_split; float *sink;
+};
+
+template <int kLayout>
+__device__ __forceinline__ long long rowoff(const Args &a, int seq, int h, int t, int page) {
+  // byte offset of token t's row (256 B) for head h
+  if (kLayout == CONTIG) return ((long long)(seq * a.hkv + h) * a.n + t) * 256;
+  if (kLayout == NHD) return (((long long)page * 16 + t % 16) * a.hkv + h) * 256;
+  return (((long long)page * a.hkv + h) * 16 + t % 16) * 256;
+}
+
+// One tile = 64 keys: K 16 KB + V 16 KB.
+template <int kLayout, int kMethod, int kStages>
+__global__ void __launch_bounds__(128, 1) probe(const Args a, const __grid_constant__ CUtensorMap tk,
+                                                const __grid_constant__ CUtensorMap tv) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  constexpr int kRowStride = kMethod == BULK ? 272 : 256;
+  constexpr int kStageBytes = 2 * 64 * kRowStride;
+  __shared__ __align__(8) unsigned long long bar[kStages];
+  const int split = blockIdx.x, h = blockIdx.y, seq = blockIdx.z, tid = threadIdx.x;
+  const int tiles = a.n / 64, lo = split * a.tiles_per_split, hi = min(tiles, lo + a.tiles_per_split);
+  const int *table = a.table + seq * (a.n / 16);
+  if (kMethod != CPASYNC) {
+    if (tid == 0)
+      for (int s = 0; s < kStages; ++s)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(saddr(&bar[s])), "r"(kMethod == BULK ? 128 : 1));
+    asm volatile("fence.mbarrier_init.release.cluster;");
+    __syncthreads();
+  }
+  auto issue = [&](int j, int stage) {
+    unsigned char *sk = smem + stage * kStageBytes, *sv = sk + 64 * kRowStride;
+    if (kMethod == CPASYNC) {
+#pragma unroll
+      for (int step = 0; step < 8; ++step) {
+        const int p = tid + step * 128, r = p / 16, c = p % 16;
+        const int t = j * 64 + r;
+        const int page = kLayout == CONTIG ? 0 : __ldg(table + t / 16);
+        const long long off = rowoff<kLayout>(a, seq, h, t, page) + c * 16;
+        const int dst = r * 256 + ((c ^ (r % 8)) * 16);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sk + dst)), "l"(a.k + off));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sv + dst)), "l"(a.v + off));
+      }
+      asm volatile("cp.async.commit_group;");
+    } else if (kMethod == BULK) {
+      const int r = tid % 64, t = j * 64 + r;
+      const int page = kLayout == CONTIG ? 0 : __ldg(table + t / 16);
+      const long long off = rowoff<kLayout>(a, seq, h, t, page);
+      const unsigned b = saddr(&bar[stage]);
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(256) : "memory");
+      const char *src = (tid < 64 ? a.k : a.v) + off;
+      unsigned char *dst = (tid < 64 ? sk : sv) + r * kRowStride;
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   ::"r"(saddr(dst)), "l"(src), "r"(256), "r"(b) : "memory");
+    } else { // TMA, NHD: one thread, 4 pages x 2 halves x K,V
+      if (tid == 0) {
+        const unsigned b = saddr(&bar[stage]);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(32768) : "memory");
+#pragma unroll
+        for (int pg = 0; pg < 4; ++pg) {
+          const int page = __ldg(table + j * 4 + pg);
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            // smem: [half][64 rows][128 B], page pg -> rows pg*16..
+            const int dst = half * 64 * 128 + pg * 16 * 128;
+            asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+                         ::"r"(saddr(sk + dst)), "l"(&tk), "r"(half * 64), "r"(h), "r"(page * 16), "r"(b) : "memory");
+            asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+                         ::"r"(saddr(sv + dst)), "l"(&tv), "r"(half * 64), "r"(h), "r"(page * 16), "r"(b) : "memory");
+          }
+        }
+      }
+    }
+  };
+  unsigned phase = 0; // bit s: parity of stage s
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (lo + i < hi) issue(lo + i, i);
+    else if (kMethod == CPASYNC) asm volatile("cp.async.commit_group;");
+  }
+  uint4 accv = make_uint4(0, 0, 0, 0);
+  for (int j = lo; j < hi; ++j) {
+    const int stage = (j - lo) % kStages, ahead = j + kStages - 1;
+    if (ahead < hi) issue(ahead, (ahead - lo) % kStages);
+    else if (kMethod == CPASYNC) asm volatile("cp.async.commit_group;");
+    if (kMethod == CPASYNC) {
+      asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1));
+      __syncthreads();
+    } else {
+      const unsigned b = saddr(&bar[stage]), par = (phase >> stage) & 1;
+      asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}" ::"r"(b), "r"(par) : "memory");
+      phase ^= 1u << stage;
+    }
+    const uint4 x = *reinterpret_cast<const uint4 *>(smem + stage * kStageBytes + tid * 16 * 8);
+    accv.x ^= x.x; accv.y ^= x.y; accv.z ^= x.z; accv.w ^= x.w;
+    __syncthreads();
+  }
+  if (kMethod == CPASYNC) asm volatile("cp.async.wait_group 0;");
+  if ((accv.x ^ accv.y ^ accv.z ^ accv.w) == 0x12345678u) a.sink[0] = 1.f;
+}
+
+typedef CUresult (*EncodeFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                             const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                             CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+struct Shape { int b, hq, hkv, n; };
+
+int chooseSplits(long long blocks, long long slots, long long tiles) {
+  long long most = std::clamp<long long>(tiles / 2, 1, 64), best = 1, bestCost = 1LL << 62;
+  for (long long s = 1; s <= most; ++s) {
+    long long cost = ((blocks * s + slots - 1) / slots) * ((tiles + s - 1) / s + 1);
+    if (cost < bestCost) { best = s; bestCost = cost; }
+  }
+  return (int)best;
+}
+
+template <int L, int M, int S>
+void run(const char *name, const Shape &sh, char *k, char *v, int *table, float *sink, EncodeFn enc,
+         int forceSplits) {
+  auto kern = probe<L, M, S>;
+  const int rowStride = M == BULK ? 272 : 256;
+  const int smemBytes = S * 2 * 64 * rowStride;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
+  int perSM = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, kern, 128, smemBytes));
+  const int tiles = sh.n / 64;
+  int splits = forceSplits ? forceSplits : chooseSplits((long long)sh.b * sh.hkv, 132LL * perSM, tiles);
+  Args a{k, v, table, sh.n, sh.hkv, (tiles + splits - 1) / splits, sink};
+  CUtensorMap tk{}, tv{};
+  if (M == TMA) {
+    const long long pages = (long long)sh.b * sh.n / 16;
+    cuuint64_t dims[3] = {128, (cuuint64_t)sh.hkv, (cuuint64_t)(pages * 16)};
+    cuuint64_t strides[2] = {256, (cuuint64_t)sh.hkv * 256};
+    cuuint32_t box[3] = {64, 1, 16}, es[3] = {1, 1, 1};
+    for (int i = 0; i < 2; ++i) {
+      CUresult r = enc(i ? &tv : &tk, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, i ? v : k, dims, strides, box, es,
+                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      if (r != CUDA_SUCCESS) { printf("encode failed %d\n", r); exit(1); }
+    }
+  }
+  dim3 grid(splits, sh.hkv, sh.b);
+  for (int i = 0; i < 3; ++i) kern<<<grid, 128, smemBytes>>>(a, tk, tv);
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+  for (int i = 0; i < 30; ++i) {
+    cudaEventRecord(e0);
+    kern<<<grid, 128, smemBytes>>>(a, tk, tv);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t; cudaEventElapsedTime(&t, e0, e1); ms.push_back(t);
+  }
+  CK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  const double bytes = 2.0 * sh.b * sh.hkv * (double)sh.n * 256;
+  printf("B %3d kv %5d  %-22s stages %d  %d/SM splits %2d  %8.1f GB/s\n", sh.b, sh.n, name, S, perSM, splits,
+         bytes / ms[15] / 1e6);
+}
+
+int main() {
+  EncodeFn enc = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&enc, 12000, cudaEnableDefault, &q));
+  Shape shapes[] = {{64, 32, 8, 1024}, {64, 32, 8, 4096}, {16, 32, 8, 16384}, {128, 32, 8, 4096}, {8, 64, 8, 32768}};
+  float *sink; CK(cudaMalloc(&sink, 4));
+  for (const Shape &sh : shapes) {
+    const size_t bytes = (size_t)sh.b * sh.hkv * sh.n * 256;
+    char *k, *v; CK(cudaMalloc(&k, bytes)); CK(cudaMalloc(&v, bytes));
+    CK(cudaMemset(k, 1, bytes)); CK(cudaMemset(v, 2, bytes));
+    const int pagesPerSeq = sh.n / 16, pages = sh.b * pagesPerSeq;
+    std::vector<int> perm(pages);
+    for (int i = 0; i < pages; ++i) perm[i] = i;
+    std::mt19937 rng(1); std::shuffle(perm.begin(), perm.end(), rng);
+    int *table; CK(cudaMalloc(&table, pages * 4));
+    CK(cudaMemcpy(table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
+    run<CONTIG, CPASYNC, 3>("contig cp.async", sh, k, v, table, sink, enc, 0);
+    run<CONTIG, CPASYNC, 4>("contig cp.async", sh, k, v, table, sink, enc, 0);
+    run<NHD, CPASYNC, 2>("nhd cp.async", sh, k, v, table, sink, enc, 0);
+    run<NHD, CPASYNC, 3>("nhd cp.async", sh, k, v, table, sink, enc, 0);
+    run<NHD, CPASYNC, 4>("nhd cp.async", sh, k, v, table, sink, enc, 0);
+    run<HND, CPASYNC, 3>("hnd cp.async", sh, k, v, table, sink, enc, 0);
+    run<NHD, BULK, 3>("nhd bulk rows", sh, k, v, table, sink, enc, 0);
+    run<NHD, BULK, 4>("nhd bulk rows", sh, k, v, table, sink, enc, 0);
+    run<HND, BULK, 3>("hnd bulk rows", sh, k, v, table, sink, enc, 0);
+    run<NHD, TMA, 3>("nhd tma", sh, k, v, table, sink, enc, 0);
+    run<NHD, TMA, 4>("nhd tma", sh, k, v, table, sink, enc, 0);
+    run<NHD, TMA, 6>("nhd tma", sh, k, v, table, sink, enc, 0);
+    CK(cudaFree(k)); CK(cudaFree(v)); CK(cudaFree(table));
+  }
+  return 0;
+}
