@@ -268,9 +268,27 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
   if (shape_.decode) {
     rc = cu_->cuLaunchKernel(main_, splits, args.num_kv_heads, args.batch, shape_.threads, 1, 1,
                              shape_.shared_bytes, stream, params, nullptr);
-    if (rc == CUDA_SUCCESS && splits > 1)
-      rc = cu_->cuLaunchKernel(merge_, static_cast<unsigned>(args.max_q_len), args.num_q_heads,
-                               args.batch, shape_.merge_threads, 1, 1, 0, stream, params, nullptr);
+    if (rc == CUDA_SUCCESS && splits > 1) {
+      // attn-split-kv's merge. On sm_90a it is a programmatic dependent launch:
+      // its blocks may start while the main kernel's last blocks still run (each
+      // main block allows it once its KV loop is done) and wait in
+      // griddepcontrol.wait until the main kernel has finished and its partial
+      // results are visible, so the launch gap between the two is hidden. The
+      // sm_80 kernels have no such wait: an ordinary launch after the first.
+      CUlaunchAttribute dependent{};
+      dependent.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      dependent.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig merge{};
+      merge.gridDimX = static_cast<unsigned>(args.max_q_len);
+      merge.gridDimY = static_cast<unsigned>(args.num_q_heads);
+      merge.gridDimZ = static_cast<unsigned>(args.batch);
+      merge.blockDimX = static_cast<unsigned>(shape_.merge_threads);
+      merge.blockDimY = merge.blockDimZ = 1;
+      merge.hStream = stream;
+      merge.attrs = &dependent;
+      merge.numAttrs = spec_.target == Target::SM90a ? 1 : 0;
+      rc = cu_->cuLaunchKernelEx(&merge, merge_, params, nullptr);
+    }
   } else {
     const int64_t tiles = ceilDiv(args.max_q_len, shape_.tile_q);
     rc = cu_->cuLaunchKernel(main_, static_cast<unsigned>(tiles), args.num_q_heads, args.batch,

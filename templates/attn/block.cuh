@@ -99,6 +99,7 @@ struct KVTile {
   /// copy does not wait on the table.
   struct Lookups {
     int entry[P::kSteps];
+    Lookups() = default;
     template <class Cache>
     ATTN_DEVICE Lookups(const Cache &kv, int t0) {
 #pragma unroll
@@ -182,6 +183,7 @@ struct PageRuns {
   /// first token), read a tile before the copy that needs them.
   struct Lookups {
     int entry[kRuns];
+    Lookups() = default;
     template <class Cache>
     ATTN_DEVICE Lookups(const Cache &kv, int t0) {
 #pragma unroll

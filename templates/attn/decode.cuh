@@ -198,6 +198,24 @@ ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int 
   __syncthreads(); // the scratch is reused by the next rows
 }
 
+/// attn-split-kv on sm_90a: the merge kernel is launched as a programmatic
+/// dependent of the main kernel (the runtime's Kernel::launch). A main block
+/// calls allow_merge_launch() once its KV loop is done, so the merge's blocks
+/// may be scheduled while the last main blocks finish; the merge kernel
+/// calls wait_for_main_kernel() before it reads anything, which returns once
+/// the main kernel has completed and its writes are visible. Before sm_90
+/// both are no-ops and the launches are ordinary stream order.
+ATTN_DEVICE void allow_merge_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+ATTN_DEVICE void wait_for_main_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /// attn-split-kv, the merge kernel's step: one output row from the splits'
 /// partial outputs and lse values (fp32; split s's row at s * split_stride
 /// elements of part_out and s * lse_stride of part_lse).

@@ -155,6 +155,13 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   CHECK(src.find("kStages = 3") != std::string::npos);
   CHECK(src.find("cp_async_wait<Cfg::kStages - 1>()") != std::string::npos);
   CHECK(shape.merge_threads > 0);
+  // The merge is the main kernel's programmatic dependent on sm_90a: it waits
+  // for the main kernel before it reads a partial result.
+  const size_t wait = src.find("wait_for_main_kernel();"), read = src.find("const float *part =");
+  CHECK(src.find("allow_merge_launch();") != std::string::npos);
+  REQUIRE(wait != std::string::npos);
+  REQUIRE(read != std::string::npos);
+  CHECK(wait < read);
   // Mask arithmetic only on partial tiles (without a mask: the tail past kv_len).
   src = emit("mode=decode,page_size=16,gqa=4", shape);
   CHECK(src.find("if (j < tiles.full_lo || j >= tiles.full_hi)\n        decode_mask<Cfg>") !=
