@@ -150,9 +150,19 @@ int chooseSplits(long long blocks, long long slots, long long tiles) {
   return (int)best;
 }
 
+/// One row's cache on the GPU: K and V, the shuffled block table.
+struct Cache {
+  Shape sh;
+  char *k, *v;
+  int *table;
+  float *sink;
+  EncodeFn enc;
+};
+
+/// Times one layout (L), copy method (M) and depth (S) on a row.
 template <int L, int M, int S>
-void run(const char *name, const Shape &sh, char *k, char *v, int *table, float *sink, EncodeFn enc,
-         int forceSplits) {
+void run(const char *name, const Cache &c) {
+  const Shape &sh = c.sh;
   auto kern = probe<L, M, S>;
   const int rowStride = M == BULK ? 272 : 256;
   const int smemBytes = S * 2 * 64 * rowStride;
@@ -160,8 +170,10 @@ void run(const char *name, const Shape &sh, char *k, char *v, int *table, float 
   int perSM = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, kern, 128, smemBytes));
   const int tiles = sh.n / 64;
-  int splits = forceSplits ? forceSplits : chooseSplits((long long)sh.b * sh.hkv, 132LL * perSM, tiles);
-  Args a{k, v, table, sh.n, sh.hkv, (tiles + splits - 1) / splits, sink};
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int splits = chooseSplits((long long)sh.b * sh.hkv, (long long)sms * perSM, tiles);
+  const Args a{c.k, c.v, c.table, sh.n, sh.hkv, (tiles + splits - 1) / splits, c.sink};
   CUtensorMap tk{}, tv{};
   if (M == TMA) {
     const long long pages = (long long)sh.b * sh.n / 16;
@@ -169,7 +181,7 @@ void run(const char *name, const Shape &sh, char *k, char *v, int *table, float 
     cuuint64_t strides[2] = {256, (cuuint64_t)sh.hkv * 256};
     cuuint32_t box[3] = {64, 1, 16}, es[3] = {1, 1, 1};
     for (int i = 0; i < 2; ++i) {
-      CUresult r = enc(i ? &tv : &tk, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, i ? v : k, dims, strides, box, es,
+      CUresult r = c.enc(i ? &tv : &tk, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, i ? c.v : c.k, dims, strides, box, es,
                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
       if (r != CUDA_SUCCESS) { printf("encode failed %d\n", r); exit(1); }
@@ -202,27 +214,35 @@ int main() {
   float *sink; CK(cudaMalloc(&sink, 4));
   for (const Shape &sh : shapes) {
     const size_t bytes = (size_t)sh.b * sh.hkv * sh.n * 256;
-    char *k, *v; CK(cudaMalloc(&k, bytes)); CK(cudaMalloc(&v, bytes));
-    CK(cudaMemset(k, 1, bytes)); CK(cudaMemset(v, 2, bytes));
-    const int pagesPerSeq = sh.n / 16, pages = sh.b * pagesPerSeq;
+    Cache c{sh, nullptr, nullptr, nullptr, sink, enc};
+    CK(cudaMalloc(&c.k, bytes));
+    CK(cudaMalloc(&c.v, bytes));
+    CK(cudaMemset(c.k, 1, bytes));
+    CK(cudaMemset(c.v, 2, bytes));
+    // Sequence s's page i lives at table[s][i], the pages shuffled.
+    const int pages = sh.b * (sh.n / 16);
     std::vector<int> perm(pages);
-    for (int i = 0; i < pages; ++i) perm[i] = i;
-    std::mt19937 rng(1); std::shuffle(perm.begin(), perm.end(), rng);
-    int *table; CK(cudaMalloc(&table, pages * 4));
-    CK(cudaMemcpy(table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
-    run<CONTIG, CPASYNC, 3>("contig cp.async", sh, k, v, table, sink, enc, 0);
-    run<CONTIG, CPASYNC, 4>("contig cp.async", sh, k, v, table, sink, enc, 0);
-    run<NHD, CPASYNC, 2>("nhd cp.async", sh, k, v, table, sink, enc, 0);
-    run<NHD, CPASYNC, 3>("nhd cp.async", sh, k, v, table, sink, enc, 0);
-    run<NHD, CPASYNC, 4>("nhd cp.async", sh, k, v, table, sink, enc, 0);
-    run<HND, CPASYNC, 3>("hnd cp.async", sh, k, v, table, sink, enc, 0);
-    run<NHD, BULK, 3>("nhd bulk rows", sh, k, v, table, sink, enc, 0);
-    run<NHD, BULK, 4>("nhd bulk rows", sh, k, v, table, sink, enc, 0);
-    run<HND, BULK, 3>("hnd bulk rows", sh, k, v, table, sink, enc, 0);
-    run<NHD, TMA, 3>("nhd tma", sh, k, v, table, sink, enc, 0);
-    run<NHD, TMA, 4>("nhd tma", sh, k, v, table, sink, enc, 0);
-    run<NHD, TMA, 6>("nhd tma", sh, k, v, table, sink, enc, 0);
-    CK(cudaFree(k)); CK(cudaFree(v)); CK(cudaFree(table));
+    for (int i = 0; i < pages; ++i)
+      perm[i] = i;
+    std::mt19937 rng(1);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    CK(cudaMalloc(&c.table, pages * 4));
+    CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
+    run<CONTIG, CPASYNC, 3>("contig cp.async", c);
+    run<CONTIG, CPASYNC, 4>("contig cp.async", c);
+    run<NHD, CPASYNC, 2>("nhd cp.async", c);
+    run<NHD, CPASYNC, 3>("nhd cp.async", c);
+    run<NHD, CPASYNC, 4>("nhd cp.async", c);
+    run<HND, CPASYNC, 3>("hnd cp.async", c);
+    run<NHD, BULK, 3>("nhd bulk rows", c);
+    run<NHD, BULK, 4>("nhd bulk rows", c);
+    run<HND, BULK, 3>("hnd bulk rows", c);
+    run<NHD, TMA, 3>("nhd tma", c);
+    run<NHD, TMA, 4>("nhd tma", c);
+    run<NHD, TMA, 6>("nhd tma", c);
+    CK(cudaFree(c.k));
+    CK(cudaFree(c.v));
+    CK(cudaFree(c.table));
   }
   return 0;
 }

@@ -204,6 +204,44 @@ TEST_CASE("a decode kernel's KV loop: one barrier per tile, Q in registers, page
     CHECK(emit(spec, shape).find("using Copy = PageRuns<Cfg>;") != std::string::npos);
 }
 
+TEST_CASE("the emitter picks PageRuns exactly where its kApplies holds", "[cuda][nvrtc]") {
+  // One source: each spec's Cfg in a namespace of its own, with a
+  // static_assert that PageRuns<Cfg>::kApplies is what the emitter decided.
+  std::string probe = "#include \"attn/decode.cuh\"\nusing namespace attn::kernel;\n";
+  int specs = 0, runs = 0;
+  for (int hd : {32, 64, 128, 256})
+    for (int page : {1, 8, 16, 19, 32, 64, 128})
+      for (int tile : {32, 64, 128}) {
+        const std::string text = "mode=decode,head_dim=" + std::to_string(hd) +
+                                 ",page_size=" + std::to_string(page) +
+                                 ",tile_kv=" + std::to_string(tile);
+        SpecResult spec = parseSpec(text);
+        if (!spec)
+          continue; // e.g. head_dim 256 with 128-key tiles: more shared memory than an SM has
+        std::string source, error;
+        CudaLaunchShape shape;
+        INFO(text << ": " << error);
+        REQUIRE(emitCudaForSpec(*spec.spec, source, shape, error));
+        const size_t begin = source.find("struct Cfg {"), end = source.find("};\n", begin);
+        REQUIRE(begin != std::string::npos);
+        REQUIRE(end != std::string::npos);
+        const bool picked = source.find("using Copy = PageRuns<Cfg>;") != std::string::npos;
+        probe += "namespace spec" + std::to_string(specs++) + " {\n" +
+                 source.substr(begin, end + 3 - begin) + "static_assert(PageRuns<Cfg>::kApplies == " +
+                 (picked ? "true" : "false") + ", \"" + text + "\");\n}\n";
+        runs += picked;
+      }
+  CudaCompileOptions options;
+  options.arch = "sm_90a";
+  CudaBinary bin = compileCuda(probe, "page_runs_probe.cu", options);
+  INFO(bin.error << "\n" << bin.log);
+  CHECK(bin);
+  // Both kinds of tiles occur in the matrix.
+  CHECK(specs > 40);
+  CHECK(runs > 10);
+  CHECK(runs < specs);
+}
+
 TEST_CASE("NVRTC compiles decode kernels that copy page runs, with 0 spill bytes", "[cuda][nvrtc]") {
   for (const char *spec : {"page_size=128,gqa=2,mask=causal", "head_dim=64,page_size=32,tile_kv=128",
                            "head_dim=32,page_size=32,dtype=f16,stages=4",
