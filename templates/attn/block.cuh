@@ -208,23 +208,28 @@ struct PageRuns {
 
   /// K and V of tokens [t0, t0 + kTileKV) into shared tiles (one cp.async
   /// group for the two); rows past kv_len or on a page outside the cache are
-  /// zero-filled without a read.
+  /// zero-filled without a read. Branch-free: a run whose entry is not a
+  /// page of the cache (-1 past kv_len, or a bad table entry) is addressed
+  /// at page 0 with a source size of 0, so every address stays inside the
+  /// cache and no byte of it is read.
   template <class Cache>
   ATTN_DEVICE void copy_kv(Elem *smem_k, Elem *smem_v, const Cache &kv, int t0,
                            const Lookups &read) const {
     const unsigned k_dst = smem_addr(smem_k) + dst, v_dst = smem_addr(smem_v) + dst;
 #pragma unroll
     for (int run = 0; run < kRuns; ++run) {
-      const int slot = kv.slot(t0 + run * kRun, read.entry[run]); // the run's first token
+      const int t = t0 + run * kRun, entry = read.entry[run]; // the run's first token
+      const bool in_cache = static_cast<unsigned>(entry) < static_cast<unsigned>(kv.num_pages);
       // The thread's rows i * kRowStep < rows_left of the run are before kv_len.
-      const int rows_left = kv.kv_len - (t0 + run * kRun + first_row);
-      const i64 at = (i64)slot * kv.token_stride + offset;
+      const int rows_left = in_cache ? kv.kv_len - (t + first_row) : 0;
+      const i64 at = (i64)((in_cache ? entry : 0) * kPage + t % kPage) * kv.token_stride + offset;
+      const Elem *k = kv.k + at, *v = kv.v + at;
 #pragma unroll
       for (int i = 0; i < kRun / kRowStep; ++i) {
-        const bool valid = slot >= 0 && i * kRowStep < rows_left;
+        const bool valid = i * kRowStep < rows_left;
         const unsigned row_bytes = (run * kRun + i * kRowStep) * Cfg::kHeadDim * sizeof(Elem);
-        cp_async_16(k_dst + row_bytes, valid ? kv.k + at + i * row_step : kv.k, valid);
-        cp_async_16(v_dst + row_bytes, valid ? kv.v + at + i * row_step : kv.v, valid);
+        cp_async_16(k_dst + row_bytes, k + (i64)i * row_step, valid);
+        cp_async_16(v_dst + row_bytes, v + (i64)i * row_step, valid);
       }
     }
   }

@@ -12,6 +12,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <regex>
 
 using namespace attn;
@@ -190,6 +192,15 @@ TEST_CASE("a decode kernel's KV loop: one barrier per tile, Q in registers, page
         std::string::npos);
   CHECK(body.find("query.qk(s, smem_k(stage), warp)") != std::string::npos);
   CHECK(src.find("DecodeQuery<Cfg> query;") < loop);
+  // The stages rotate without a division, and the table entries of a tile
+  // are read kTableAhead (> 1) tiles before its copy, through a ring.
+  CHECK(body.find("%") == std::string::npos);
+  CHECK(body.find("load_kv(ahead, free_stage, next[0]);") != std::string::npos);
+  CHECK(body.find("next[Cfg::kTableAhead - 1] = Copy::Lookups(kv, (ahead + Cfg::kTableAhead) * "
+                  "Cfg::kTileKV);") != std::string::npos);
+  const size_t ahead = src.find("static constexpr int kTableAhead = ");
+  REQUIRE(ahead != std::string::npos);
+  CHECK(std::atoi(src.c_str() + ahead + std::strlen("static constexpr int kTableAhead = ")) > 1);
   // Pages of 16 tokens: whole runs per thread (128 threads, 16 chunks a row:
   // a thread's rows are 8 apart). Pages of 19 do not divide them: KVTile.
   CHECK(src.find("using Copy = PageRuns<Cfg>;") != std::string::npos);

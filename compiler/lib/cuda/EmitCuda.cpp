@@ -27,6 +27,13 @@ using namespace mlir;
 namespace attn {
 
 namespace {
+/// Decode: how many tiles before its copy a tile's block-table entries are
+/// read. Under ncu on the H200 the kernel's largest stall was the first use
+/// of entries read one tile ahead: while the K/V copies keep the memory
+/// system full a read comes back after about (bytes in flight per SM) /
+/// (bandwidth per SM), longer than one tile's work.
+constexpr int kDecodeTableAhead = 2;
+
 /// What the emitter needs to know from the IR.
 struct KernelPlan {
   std::string name;
@@ -213,7 +220,9 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  template <int kRows>\n  using Tile = WgmmaTile<kRows, kHeadDim>;\n";
   if (decode)
     o << "  static constexpr int kStages = " << layout.stages
-      << "; // K/V tiles in shared memory: kStages - 1 load ahead\n";
+      << "; // K/V tiles in shared memory: kStages - 1 load ahead\n"
+      << "  static constexpr int kTableAhead = " << kDecodeTableAhead
+      << "; // attn-page-kv: block-table entries read this many tiles before their copy\n";
   o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
 }
 
@@ -460,14 +469,18 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "      const int row = row0 + r;\n"
     << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
     << "    cp_async_commit(); // the query rows: a cp.async group of their own\n"
-    << "    // attn-page-kv: the block-table entries of the first kStages tiles, read together\n"
-    << "    // (the first copies wait on the table once, not once a tile); `next` holds those\n"
-    << "    // of the next tile to load, a tile early: the loop's copies never wait on it.\n"
-    << "    Copy::Lookups first[Cfg::kStages - 1];\n"
+    << "    // attn-page-kv: the block-table entries of the first kStages - 1 tiles, read\n"
+    << "    // together (the first copies wait on the table once, not once a tile). next[i]\n"
+    << "    // holds those of the (i + 1)-th tile still to load: each entry is read kTableAhead\n"
+    << "    // tiles before its copy, about as long as a read takes while the K/V copies keep\n"
+    << "    // the memory system full, so the loop's copies do not wait on the table.\n"
+    << "    Copy::Lookups first[Cfg::kStages - 1], next[Cfg::kTableAhead];\n"
     << "#pragma unroll\n"
     << "    for (int i = 0; i < Cfg::kStages - 1; ++i)\n"
     << "      first[i] = Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV);\n"
-    << "    Copy::Lookups next(kv, (mine.lo + Cfg::kStages - 1) * Cfg::kTileKV);\n"
+    << "#pragma unroll\n"
+    << "    for (int i = 0; i < Cfg::kTableAhead; ++i)\n"
+    << "      next[i] = Copy::Lookups(kv, (mine.lo + Cfg::kStages - 1 + i) * Cfg::kTileKV);\n"
     << "    // The first kStages - 1 tiles start loading.\n"
     << "#pragma unroll\n"
     << "    for (int i = 0; i < Cfg::kStages - 1; ++i) {\n"
@@ -480,16 +493,21 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "    __syncthreads();\n"
     << "    DecodeQuery<Cfg> query; // every warp's A operand, in registers up to head_dim 128\n"
     << "    query.load(smem_q);\n"
+    << "    // Tile j's stage, and the stage tile j + kStages - 1 loads into (tile j - 1's).\n"
+    << "    int stage = 0, free_stage = Cfg::kStages - 1;\n"
     << "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
-    << "      const int stage = (j - mine.lo) % Cfg::kStages, ahead = j + Cfg::kStages - 1;\n"
+    << "      const int ahead = j + Cfg::kStages - 1;\n"
     << "      cp_async_wait<Cfg::kStages - 2>(); // tile j has arrived\n"
     << "      // One barrier per tile: tile j is visible to every warp, and every warp is\n"
     << "      // done with tile j - 1, whose stage the next load takes.\n"
     << "      __syncthreads();\n"
     << "      if (ahead < mine.hi)\n"
-    << "        load_kv(ahead, (ahead - mine.lo) % Cfg::kStages, next);\n"
+    << "        load_kv(ahead, free_stage, next[0]);\n"
     << "      cp_async_commit();\n"
-    << "      next = Copy::Lookups(kv, (ahead + 1) * Cfg::kTileKV); // used at the next tile\n"
+    << "#pragma unroll\n"
+    << "      for (int i = 0; i + 1 < Cfg::kTableAhead; ++i)\n"
+    << "        next[i] = next[i + 1];\n"
+    << "      next[Cfg::kTableAhead - 1] = Copy::Lookups(kv, (ahead + Cfg::kTableAhead) * Cfg::kTileKV);\n"
     << "      DecodeScores<Cfg> s;\n"
     << "      query.qk(s, smem_k(stage), warp); // S = Q K^T\n";
   if (masked)
@@ -501,6 +519,8 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      state.update(s, p.scale_log2); // the scale rides in the exponent, base 2\n"
     << "      decode_pv<Cfg>(state, s, smem_v(stage), warp); // acc += P V\n"
+    << "      free_stage = stage;\n"
+    << "      stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;\n"
     << "    }\n"
     << "    cp_async_wait<0>();\n"
     << "    __syncthreads();\n"
