@@ -1,6 +1,6 @@
-// Experiment: the kernel emitted now with kTableAhead = 3.
 // attnc 0.1.0: mode=decode,head_dim=128,dtype=bf16,tile_q=1,tile_kv=64,mask=none,page_size=16,gqa=8,return_lse=false,target=sm_90a,split_kv=auto
 // launch: threads=128 shared_bytes=102400 merge_threads=128
+// Experiment: the kernel emitted now with kTableAhead = 3.
 // Emitted from the tile-level IR of @attn_decode_hd128_bf16_q1_kv64_nomask_p16_g8_sm90a_sauto. Each step names the attnc pass
 // that put it there; the arithmetic is in the attn/*.cuh templates.
 #include "attn/decode.cuh"
