@@ -1,5 +1,5 @@
 // attnc 0.1.0: mode=decode,head_dim=128,dtype=bf16,tile_q=1,tile_kv=64,mask=none,page_size=16,gqa=8,return_lse=false,target=sm_90a,split_kv=auto
-// launch: threads=128 shared_bytes=102400 merge_threads=128
+// launch: threads=128 shared_bytes=102400 merge_threads=128 cluster_merge=1
 // Experiment: the kernel emitted now with kTableAhead = 3.
 // Emitted from the tile-level IR of @attn_decode_hd128_bf16_q1_kv64_nomask_p16_g8_sm90a_sauto. Each step names the attnc pass
 // that put it there; the arithmetic is in the attn/*.cuh templates.
@@ -58,10 +58,12 @@ extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) attn_decode_hd128
     copy.copy_kv(smem_k(stage), smem_v(stage), kv, j * Cfg::kTileKV, read);
   };
   // attn-split-kv: one split writes the output; several write partial results
-  // (normalised output and lse) to the workspace for the merge kernel.
+  // (normalised output and lse) to the workspace for the merge kernel, unless
+  // they run as one cluster (sm_90a): then they merge in shared memory.
   float *part = reinterpret_cast<float *>(p.workspace);
   const i64 part_rows = total_q * p.num_q_heads;
-  const bool partial = p.num_splits > 1;
+  const bool clustered = cluster_blocks() > 1;
+  const bool partial = p.num_splits > 1 && !clustered;
   const DecodeSink<Cfg> sink = {
       reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,
       nullptr,
@@ -139,8 +141,12 @@ extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) attn_decode_hd128
     cp_async_wait<0>();
     __syncthreads();
     allow_merge_launch(); // sm_90a: the merge kernel may be scheduled (it waits for this one)
-    // attn-split-kv: merge the warps' states; attn-online-softmax: out = acc / l.
-    decode_store<Cfg>(state, scratch, row0, rows, sink);
+    // attn-split-kv: merge the warps' states (and a cluster's splits); attn-online-softmax:
+    // out = acc / l.
+    if (clustered)
+      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);
+    else
+      decode_store<Cfg>(state, scratch, row0, rows, sink);
   }
 }
 

@@ -164,6 +164,14 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   REQUIRE(wait != std::string::npos);
   REQUIRE(read != std::string::npos);
   CHECK(wait < read);
+  // A cluster of the splits (sm_90a, the runtime's choice) merges them in
+  // shared memory and writes no partial result; otherwise the workspace and
+  // the merge kernel.
+  CHECK(src.find("const bool clustered = cluster_blocks() > 1;") != std::string::npos);
+  CHECK(src.find("const bool partial = p.num_splits > 1 && !clustered;") != std::string::npos);
+  CHECK(src.find("if (clustered)\n      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);\n"
+                 "    else\n      decode_store<Cfg>(state, scratch, row0, rows, sink);") !=
+        std::string::npos);
   // Mask arithmetic only on partial tiles (without a mask: the tail past kv_len).
   src = emit("mode=decode,page_size=16,gqa=4", shape);
   CHECK(src.find("if (j < tiles.full_lo || j >= tiles.full_hi)\n        decode_mask<Cfg>") !=
@@ -347,7 +355,8 @@ TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spi
 
 TEST_CASE("an emitted kernel's first lines give back its spec and launch shape", "[cuda]") {
   for (const char *text : {"mask=causal,page_size=16,gqa=4,head_dim=64",
-                           "mode=decode,page_size=16,gqa=8,split_kv=3,target=sm_80"}) {
+                           "mode=decode,page_size=16,gqa=8,split_kv=3,target=sm_80",
+                           "mode=decode,page_size=16,gqa=8,split_kv=3"}) {
     CudaLaunchShape shape, read;
     const std::string source = emit(text, shape);
     Spec spec;
@@ -360,6 +369,10 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
     CHECK(read.tile_q == shape.tile_q);
     CHECK(read.decode == shape.decode);
     CHECK(read.merge_threads == shape.merge_threads);
+    // Only sm_90a decode kernels can merge their splits as a cluster.
+    CHECK(read.cluster_merge == shape.cluster_merge);
+    CHECK(shape.cluster_merge == (shape.decode && spec.target == Target::SM90a));
+    CHECK((source.find(" cluster_merge=1\n") != std::string::npos) == shape.cluster_merge);
   }
   // Edited or foreign sources are refused with the reason.
   const std::string body = "\n#include \"attn/block.cuh\"\n";
@@ -377,7 +390,15 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
            {"// attnc 0.1.0: mode=decode,page_size=1\n// launch: threads=128 shared_bytes=0" + body,
             "the kernel's launch line gives no valid thread count"},
            {"// attnc 0.1.0: target=cpu\n// launch: threads=128 shared_bytes=0" + body,
-            "the kernel's spec has target = cpu"}}) {
+            "the kernel's spec has target = cpu"},
+           {"// attnc 0.1.0: mode=decode,page_size=16\n// launch: threads=128 shared_bytes=0 "
+            "merge_threads=128 cluster_merge=2" + body,
+            "the kernel's launch line: 'cluster_merge=2' is not"},
+           {"// attnc 0.1.0: mode=decode,page_size=16,target=sm_80\n// launch: threads=128 "
+            "shared_bytes=0 merge_threads=128 cluster_merge=1" + body,
+            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"},
+           {"// attnc 0.1.0: head_dim=64\n// launch: threads=128 shared_bytes=0 cluster_merge=1" + body,
+            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"}}) {
     Spec spec;
     CudaLaunchShape shape;
     std::string error;

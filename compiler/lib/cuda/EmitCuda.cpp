@@ -185,6 +185,8 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "// launch: threads=" << shape.threads << " shared_bytes=" << shape.shared_bytes;
   if (decode)
     o << " merge_threads=" << shape.merge_threads;
+  if (shape.cluster_merge)
+    o << " cluster_merge=1";
   o << "\n"
     << "// Emitted from the tile-level IR of @" << plan.name
     << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
@@ -444,10 +446,12 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  };\n";
   o
     << "  // attn-split-kv: one split writes the output; several write partial results\n"
-    << "  // (normalised output and lse) to the workspace for the merge kernel.\n"
+    << "  // (normalised output and lse) to the workspace for the merge kernel, unless\n"
+    << "  // they run as one cluster (sm_90a): then they merge in shared memory.\n"
     << "  float *part = reinterpret_cast<float *>(p.workspace);\n"
     << "  const i64 part_rows = total_q * p.num_q_heads;\n"
-    << "  const bool partial = p.num_splits > 1;\n"
+    << "  const bool clustered = cluster_blocks() > 1;\n"
+    << "  const bool partial = p.num_splits > 1 && !clustered;\n"
     << "  const DecodeSink<Cfg> sink = {\n"
     << "      reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,\n"
     << "      " << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + first_head"
@@ -525,9 +529,12 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "    cp_async_wait<0>();\n"
     << "    __syncthreads();\n"
     << "    allow_merge_launch(); // sm_90a: the merge kernel may be scheduled (it waits for this one)\n"
-    << "    // attn-split-kv: merge the warps' states; attn-online-softmax: out = acc / l"
-    << (plan.lse ? ", lse = m + log l" : "") << ".\n"
-    << "    decode_store<Cfg>(state, scratch, row0, rows, sink);\n"
+    << "    // attn-split-kv: merge the warps' states (and a cluster's splits); attn-online-softmax:\n"
+    << "    // out = acc / l" << (plan.lse ? ", lse = m + log l" : "") << ".\n"
+    << "    if (clustered)\n"
+    << "      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);\n"
+    << "    else\n"
+    << "      decode_store<Cfg>(state, scratch, row0, rows, sink);\n"
     << "  }\n}\n\n";
 
   o << "// attn-split-kv: the merge of the splits' partial results, launched after the kernel\n"
@@ -578,6 +585,7 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / layout.warpRows * 32);
   shape.shared_bytes = static_cast<int>(sharedMemoryBytes(spec));
   shape.merge_threads = decode ? 128 : 0;
+  shape.cluster_merge = decode && spec.target == Target::SM90a;
 
   std::ostringstream o;
   printConfig(o, spec, plan, tileQ, layout, shape);
@@ -617,21 +625,29 @@ bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shap
   shape.decode = spec.mode == Mode::Decode;
   shape.tile_q = shape.decode ? 16 : static_cast<int>(spec.tile_q);
   std::istringstream fields(launchLine.substr(launchTag.size()));
+  int clusterMerge = 0;
   for (std::string field; fields >> field;) {
     const size_t eq = field.find('=');
     const std::string key = field.substr(0, eq);
     int *slot = key == "threads"         ? &shape.threads
                 : key == "shared_bytes"  ? &shape.shared_bytes
                 : key == "merge_threads" ? &shape.merge_threads
+                : key == "cluster_merge" ? &clusterMerge
                                          : nullptr;
     char *end = nullptr;
     const long value = eq == std::string::npos ? -1 : std::strtol(field.c_str() + eq + 1, &end, 10);
-    if (!slot || value < 0 || value > (1 << 20) || *end != '\0') {
-      error = "the kernel's launch line: '" + field + "' is not threads=N, shared_bytes=N or "
-              "merge_threads=N";
+    if (!slot || value < 0 || value > (1 << 20) || *end != '\0' ||
+        (slot == &clusterMerge && value > 1)) {
+      error = "the kernel's launch line: '" + field + "' is not threads=N, shared_bytes=N, "
+              "merge_threads=N or cluster_merge=0|1";
       return false;
     }
     *slot = static_cast<int>(value);
+  }
+  shape.cluster_merge = clusterMerge == 1;
+  if (shape.cluster_merge && (!shape.decode || spec.target != Target::SM90a)) {
+    error = "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a";
+    return false;
   }
   if (shape.threads <= 0 || shape.threads > 1024 || shape.threads % 32 != 0 ||
       (shape.decode && shape.merge_threads <= 0)) {

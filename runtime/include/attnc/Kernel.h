@@ -20,6 +20,7 @@
 #include "attn/params.cuh"
 #include "attnc/Driver.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -106,12 +107,18 @@ public:
 
 private:
   Kernel() = default;
+  /// Whether the splits of a decode launch run as one cluster (sm_90a, at
+  /// most kMaxClusterSplits splits, and the device can place such clusters).
+  bool clusterMerge(int splits) const;
+  static constexpr int kMaxClusterSplits = 8; ///< the portable cluster size
   const CudaDriver *cu_ = nullptr;
   Spec spec_;
   kernel::LaunchShape shape_;
   CUmodule module_ = nullptr;
   CUfunction main_ = nullptr, merge_ = nullptr;
   int smCount_ = 1, blocksPerSm_ = 1;
+  /// clusterMerge's answer per split count: 0 not asked yet, 1 no, 2 yes.
+  mutable std::atomic<signed char> clusterFits_[kMaxClusterSplits + 1] = {};
 };
 
 } // namespace attn
