@@ -288,10 +288,9 @@ bool Kernel::clusterMerge(int splits) const {
     CUlaunchAttribute cluster;
     const CUlaunchConfig config = splitClusters(shape_, splits, 1, 1, nullptr, cluster);
     int clusters = 0;
-    known = cu_->cuOccupancyMaxActiveClusters(&clusters, main_, &config) == CUDA_SUCCESS &&
-                    clusters > 0
-                ? 2
-                : 1;
+    if (cu_->cuOccupancyMaxActiveClusters(&clusters, main_, &config) != CUDA_SUCCESS)
+      return false; // not cached: asked again at the next launch
+    known = clusters > 0 ? 2 : 1;
     clusterFits_[splits].store(known, std::memory_order_relaxed);
   }
   return known == 2;

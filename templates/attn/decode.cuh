@@ -139,22 +139,30 @@ struct RowPart {
 
 /// attn-split-kv: the rescale rule over parts that saw disjoint keys of a
 /// row (the warps of a block, or the blocks of a cluster): m = max m_i,
-/// l = sum exp2(m_i - m) l_i, o = sum exp2(m_i - m) o_i. `part(i)` gives
-/// part i. attn-safe-init: a part that saw no visible key has m_i = -inf and
-/// weighs exp2(-inf) = 0; when no part saw one, m = -inf and l = 0.
-template <class Part>
+/// l = sum exp2(m_i - m) l_i, o = sum exp2(m_i - m) o_i over parts i <
+/// `parts` <= kMaxParts; `part(i)` gives part i (called once each, the parts
+/// held in registers). attn-safe-init: a part that saw no visible key has
+/// m_i = -inf and weighs exp2(-inf) = 0; when no part saw one, m = -inf and
+/// l = 0.
+template <int kMaxParts, class Part>
 ATTN_DEVICE RowPart combine_parts(int parts, Part part) {
+  RowPart p[kMaxParts];
   float m = ATTN_NEG_INF;
-  for (int i = 0; i < parts; ++i)
-    m = fmaxf(m, part(i).m);
+#pragma unroll
+  for (int i = 0; i < kMaxParts; ++i)
+    if (i < parts) {
+      p[i] = part(i);
+      m = fmaxf(m, p[i].m);
+    }
   const float ref = m == ATTN_NEG_INF ? 0.f : m;
   RowPart all = {m, 0.f, 0.f};
-  for (int i = 0; i < parts; ++i) {
-    const RowPart p = part(i);
-    const float weight = fast_exp2(p.m - ref);
-    all.l += weight * p.l;
-    all.o += weight * p.o;
-  }
+#pragma unroll
+  for (int i = 0; i < kMaxParts; ++i)
+    if (i < parts) {
+      const float weight = fast_exp2(p[i].m - ref);
+      all.l += weight * p[i].l;
+      all.o += weight * p[i].o;
+    }
   return all;
 }
 
@@ -183,23 +191,23 @@ ATTN_DEVICE void store_row_element(const RowPart &c, int row, int col, const Dec
 /// The shared-memory scratch of the block's merge, in the K/V stages (the
 /// caller has finished with them): each warp's acc rows (padded to a stride
 /// of 8 (mod 32) floats: the quad's float2 stores of 4 rows then fall in
-/// different banks) and (m, l) per row; then, for a cluster's merge, the
-/// block's merged rows.
+/// different banks) and (m, l) per row, then the block's merged (m, l) per
+/// row for a cluster's merge. The block's merged o of an element goes where
+/// warp 0's acc of it was: the thread that merges an element is the only
+/// one that reads it.
 template <class Cfg>
 struct DecodeScratch {
   static constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
   static constexpr int kStride = kD + (40 - kD % 32) % 32;
-  static constexpr int kFloats = kWarps * 16 * (kStride + 2) + 16 * (kD + 2);
+  static constexpr int kFloats = kWarps * 16 * (kStride + 2) + 16 * 2;
   static_assert(kFloats * 4 <= Cfg::kStages * 2 * Cfg::kTileKV * kD *
                                    static_cast<int>(sizeof(typename Cfg::Elem)),
                 "the merge's scratch fits in the K/V stages' shared memory");
-  float *acc;   ///< [kWarps][16][kStride]
-  float *ml;    ///< [kWarps][16][2]: m, l
-  float *block; ///< [16][kD]: the block's merged o (cluster merge)
-  float *block_ml; ///< [16][2]: the block's merged m, l
+  float *acc;      ///< [kWarps][16][kStride]; a cluster's merge: warp 0's rows hold the block's o
+  float *ml;       ///< [kWarps][16][2]: m, l
+  float *block_ml; ///< [16][2]: the block's merged m, l (cluster merge)
   ATTN_DEVICE explicit DecodeScratch(float *base)
-      : acc(base), ml(base + kWarps * 16 * kStride), block(ml + kWarps * 16 * 2),
-        block_ml(block + 16 * kD) {}
+      : acc(base), ml(base + kWarps * 16 * kStride), block_ml(ml + kWarps * 16 * 2) {}
 
   /// Each warp's state (rows of 16) into the scratch, then a barrier.
   ATTN_DEVICE void put_warps(const DecodeState<Cfg> &warp_state) const {
@@ -225,7 +233,7 @@ struct DecodeScratch {
 
   /// The block's element (row, col) merged over its warps.
   ATTN_DEVICE RowPart warps_merged(int row, int col) const {
-    return combine_parts(kWarps, [&](int w) {
+    return combine_parts<kWarps>(kWarps, [&](int w) {
       return RowPart{ml[(w * 16 + row) * 2], ml[(w * 16 + row) * 2 + 1],
                      acc[(w * 16 + row) * kStride + col]};
     });
@@ -301,6 +309,10 @@ ATTN_DEVICE float load_from_block(const float *local, unsigned rank) {
   return v;
 }
 
+/// The most splits a cluster holds (the portable cluster size; the runtime
+/// launches no larger one).
+constexpr int kMaxClusterSplits = 8;
+
 /// decode_store for a block of a cluster of splits (see cluster_blocks).
 template <class Cfg>
 ATTN_DEVICE void decode_store_cluster(const DecodeState<Cfg> &warp_state, float *scratch, int row0,
@@ -313,7 +325,7 @@ ATTN_DEVICE void decode_store_cluster(const DecodeState<Cfg> &warp_state, float 
     if (row0 + row >= rows)
       continue;
     const RowPart mine = merge.warps_merged(row, col);
-    merge.block[row * kD + col] = mine.o;
+    merge.acc[row * DecodeScratch<Cfg>::kStride + col] = mine.o; // warp 0's slot of the element
     if (col == 0) {
       merge.block_ml[row * 2] = mine.m;
       merge.block_ml[row * 2 + 1] = mine.l;
@@ -325,10 +337,10 @@ ATTN_DEVICE void decode_store_cluster(const DecodeState<Cfg> &warp_state, float 
     const int row = e / kD, col = e % kD;
     if (row0 + row >= rows)
       continue;
-    const RowPart all = combine_parts(static_cast<int>(blocks), [&](int b) {
+    const RowPart all = combine_parts<kMaxClusterSplits>(static_cast<int>(blocks), [&](int b) {
       return RowPart{load_from_block(&merge.block_ml[row * 2], b),
                      load_from_block(&merge.block_ml[row * 2 + 1], b),
-                     load_from_block(&merge.block[row * kD + col], b)};
+                     load_from_block(&merge.acc[row * DecodeScratch<Cfg>::kStride + col], b)};
     });
     store_row_element<Cfg>(all, row0 + row, col, sink);
   }

@@ -350,6 +350,14 @@ TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spi
           compileWithoutSpills(text, arch);
           ++compiled;
         }
+  // The smallest K/V stages the merge's scratch reuses: one warp, two stages
+  // of 16 keys (the scratch's static_assert must hold for them too).
+  for (const char *arch : {"sm_80", "sm_90a"})
+    for (const char *shape : {"head_dim=32,tile_kv=16,stages=2,page_size=16,split_kv=2",
+                              "head_dim=256,tile_kv=16,stages=2,page_size=7,split_kv=3"}) {
+      compileWithoutSpills(std::string("mode=decode,target=") + arch + "," + shape, arch);
+      ++compiled;
+    }
   std::printf("NVRTC: %d decode kernels compiled, 0 spills\n", compiled);
 }
 

@@ -31,8 +31,12 @@ namespace {
 /// read. Under ncu on the H200 the kernel's largest stall was the first use
 /// of entries read one tile ahead: while the K/V copies keep the memory
 /// system full a read comes back after about (bytes in flight per SM) /
-/// (bandwidth per SM), longer than one tile's work.
+/// (bandwidth per SM), longer than one tile's work. With PageRuns a tile's
+/// entries are a few registers; KVTile holds one per piece, so it keeps one
+/// tile's worth.
 constexpr int kDecodeTableAhead = 2;
+
+bool decodeCopiesPageRuns(const Spec &spec, int threads);
 
 /// What the emitter needs to know from the IR.
 struct KernelPlan {
@@ -223,7 +227,8 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
   if (decode)
     o << "  static constexpr int kStages = " << layout.stages
       << "; // K/V tiles in shared memory: kStages - 1 load ahead\n"
-      << "  static constexpr int kTableAhead = " << kDecodeTableAhead
+      << "  static constexpr int kTableAhead = "
+      << (decodeCopiesPageRuns(spec, threads) ? kDecodeTableAhead : 1)
       << "; // attn-page-kv: block-table entries read this many tiles before their copy\n";
   o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
 }
