@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) attn_decode_hd128
   // they run as one cluster (sm_90a): then they merge in shared memory.
   float *part = reinterpret_cast<float *>(p.workspace);
   const i64 part_rows = total_q * p.num_q_heads;
-  const bool clustered = cluster_blocks() > 1;
+  const bool clustered = cluster_place().blocks > 1;
   const bool partial = p.num_splits > 1 && !clustered;
   const DecodeSink<Cfg> sink = {
       reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,

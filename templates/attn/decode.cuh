@@ -139,30 +139,24 @@ struct RowPart {
 
 /// attn-split-kv: the rescale rule over parts that saw disjoint keys of a
 /// row (the warps of a block, or the blocks of a cluster): m = max m_i,
-/// l = sum exp2(m_i - m) l_i, o = sum exp2(m_i - m) o_i over parts i <
-/// `parts` <= kMaxParts; `part(i)` gives part i (called once each, the parts
-/// held in registers). attn-safe-init: a part that saw no visible key has
-/// m_i = -inf and weighs exp2(-inf) = 0; when no part saw one, m = -inf and
-/// l = 0.
-template <int kMaxParts, class Part>
+/// l = sum exp2(m_i - m) l_i, o = sum exp2(m_i - m) o_i. `part(i)` gives
+/// part i (asked twice: for the max, then for the sums; holding the parts
+/// in registers instead costs the decode kernel 24 more of them).
+/// attn-safe-init: a part that saw no visible key has m_i = -inf and weighs
+/// exp2(-inf) = 0; when no part saw one, m = -inf and l = 0.
+template <class Part>
 ATTN_DEVICE RowPart combine_parts(int parts, Part part) {
-  RowPart p[kMaxParts];
   float m = ATTN_NEG_INF;
-#pragma unroll
-  for (int i = 0; i < kMaxParts; ++i)
-    if (i < parts) {
-      p[i] = part(i);
-      m = fmaxf(m, p[i].m);
-    }
+  for (int i = 0; i < parts; ++i)
+    m = fmaxf(m, part(i).m);
   const float ref = m == ATTN_NEG_INF ? 0.f : m;
   RowPart all = {m, 0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < kMaxParts; ++i)
-    if (i < parts) {
-      const float weight = fast_exp2(p[i].m - ref);
-      all.l += weight * p[i].l;
-      all.o += weight * p[i].o;
-    }
+  for (int i = 0; i < parts; ++i) {
+    const RowPart p = part(i);
+    const float weight = fast_exp2(p.m - ref);
+    all.l += weight * p.l;
+    all.o += weight * p.o;
+  }
   return all;
 }
 
@@ -233,7 +227,7 @@ struct DecodeScratch {
 
   /// The block's element (row, col) merged over its warps.
   ATTN_DEVICE RowPart warps_merged(int row, int col) const {
-    return combine_parts<kWarps>(kWarps, [&](int w) {
+    return combine_parts(kWarps, [&](int w) {
       return RowPart{ml[(w * 16 + row) * 2], ml[(w * 16 + row) * 2 + 1],
                      acc[(w * 16 + row) * kStride + col]};
     });
@@ -264,25 +258,18 @@ ATTN_DEVICE void decode_store(const DecodeState<Cfg> &warp_state, float *scratch
 /// memory, and after a cluster barrier each block merges a share of the
 /// rows' elements across the cluster's blocks, reading theirs through
 /// distributed shared memory, and writes the output. Outside a cluster (and
-/// before sm_90) cluster_blocks() is 1.
-ATTN_DEVICE unsigned cluster_blocks() {
+/// before sm_90) a block is the only one of its cluster: blocks = 1, rank 0.
+struct ClusterPlace {
+  unsigned blocks; ///< the cluster's blocks
+  unsigned rank;   ///< this block's rank among them
+};
+ATTN_DEVICE ClusterPlace cluster_place() {
+  ClusterPlace at = {1, 0};
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return n;
-#else
-  return 1;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n\tmov.u32 %1, %%cluster_ctarank;"
+               : "=r"(at.blocks), "=r"(at.rank));
 #endif
-}
-
-ATTN_DEVICE unsigned cluster_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-#else
-  return 0;
-#endif
+  return at;
 }
 
 /// Every thread of every block of the cluster arrives; the writes to shared
@@ -309,11 +296,7 @@ ATTN_DEVICE float load_from_block(const float *local, unsigned rank) {
   return v;
 }
 
-/// The most splits a cluster holds (the portable cluster size; the runtime
-/// launches no larger one).
-constexpr int kMaxClusterSplits = 8;
-
-/// decode_store for a block of a cluster of splits (see cluster_blocks).
+/// decode_store for a block of a cluster of splits (see cluster_place).
 template <class Cfg>
 ATTN_DEVICE void decode_store_cluster(const DecodeState<Cfg> &warp_state, float *scratch, int row0,
                                       int rows, const DecodeSink<Cfg> &sink) {
@@ -332,12 +315,13 @@ ATTN_DEVICE void decode_store_cluster(const DecodeState<Cfg> &warp_state, float 
     }
   }
   cluster_sync(); // every block's merged rows are in its shared memory
-  const unsigned blocks = cluster_blocks();
-  for (int e = cluster_rank() * Cfg::kThreads + threadIdx.x; e < 16 * kD; e += Cfg::kThreads * blocks) {
+  const ClusterPlace cluster = cluster_place();
+  for (int e = cluster.rank * Cfg::kThreads + threadIdx.x; e < 16 * kD;
+       e += Cfg::kThreads * cluster.blocks) {
     const int row = e / kD, col = e % kD;
     if (row0 + row >= rows)
       continue;
-    const RowPart all = combine_parts<kMaxClusterSplits>(static_cast<int>(blocks), [&](int b) {
+    const RowPart all = combine_parts(static_cast<int>(cluster.blocks), [&](int b) {
       return RowPart{load_from_block(&merge.block_ml[row * 2], b),
                      load_from_block(&merge.block_ml[row * 2 + 1], b),
                      load_from_block(&merge.acc[row * DecodeScratch<Cfg>::kStride + col], b)};

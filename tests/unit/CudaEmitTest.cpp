@@ -167,7 +167,7 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   // A cluster of the splits (sm_90a, the runtime's choice) merges them in
   // shared memory and writes no partial result; otherwise the workspace and
   // the merge kernel.
-  CHECK(src.find("const bool clustered = cluster_blocks() > 1;") != std::string::npos);
+  CHECK(src.find("const bool clustered = cluster_place().blocks > 1;") != std::string::npos);
   CHECK(src.find("const bool partial = p.num_splits > 1 && !clustered;") != std::string::npos);
   CHECK(src.find("if (clustered)\n      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);\n"
                  "    else\n      decode_store<Cfg>(state, scratch, row0, rows, sink);") !=

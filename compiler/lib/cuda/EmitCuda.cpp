@@ -455,7 +455,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "  // they run as one cluster (sm_90a): then they merge in shared memory.\n"
     << "  float *part = reinterpret_cast<float *>(p.workspace);\n"
     << "  const i64 part_rows = total_q * p.num_q_heads;\n"
-    << "  const bool clustered = cluster_blocks() > 1;\n"
+    << "  const bool clustered = cluster_place().blocks > 1;\n"
     << "  const bool partial = p.num_splits > 1 && !clustered;\n"
     << "  const DecodeSink<Cfg> sink = {\n"
     << "      reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,\n"

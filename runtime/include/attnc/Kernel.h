@@ -110,8 +110,7 @@ private:
   /// Whether the splits of a decode launch run as one cluster (sm_90a, at
   /// most kMaxClusterSplits splits, and the device can place such clusters).
   bool clusterMerge(int splits) const;
-  /// The portable cluster size; attn/decode.cuh's kMaxClusterSplits.
-  static constexpr int kMaxClusterSplits = 8;
+  static constexpr int kMaxClusterSplits = 8; ///< the portable cluster size
   const CudaDriver *cu_ = nullptr;
   Spec spec_;
   kernel::LaunchShape shape_;
