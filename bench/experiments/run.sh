@@ -36,7 +36,7 @@ done
 
 step "same-run comparison"
 sources=()
-for name in main nocluster ahead1 ahead3 early; do
+for name in main nocluster ahead1 ahead3 early tablesm; do
   sources+=(--source "$E/${name}_g4.cu" --source "$E/${name}_g8.cu")
 done
 "$check" --bench --rows decode "${sources[@]}" > "$O/ab.log" 2>&1
