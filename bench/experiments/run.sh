@@ -4,9 +4,10 @@
 # carried as build-static/pack. Logs go to $OUT (default ./experiment-logs).
 #   1. the 44-spec numerics matrix (its split decode specs take the cluster merge);
 #   2. split decode both ways: 3 splits (a cluster) and 12 (the merge kernel);
-#   3. memcheck and racecheck on split decode specs;
-#   4. attn-gpu-check --bench --rows decode with every source here (README.md);
-#   5. bench.py's decode rows against cuDNN (if torch is there).
+#   3. attn-gpu-check --bench --rows decode with every source here (README.md);
+#   4. bench.py's decode rows against cuDNN (if torch is there);
+#   5. memcheck and racecheck on the split decode specs (last: the slowest, each
+#      stopped after 150 s).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 P=${P:-$root/build-static/pack}
@@ -28,12 +29,6 @@ splits=(--quick --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=tru
 "$check" "${splits[@]}" > "$O/splits.log" 2>&1
 echo "splits: rc=$? $(tail -n 1 "$O/splits.log")"
 
-step "sanitizers"
-for tool in memcheck racecheck; do
-  compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${splits[@]}" > "$O/$tool.log" 2>&1
-  echo "$tool: rc=$? $(tail -n 1 "$O/$tool.log")"
-done
-
 step "same-run comparison"
 sources=()
 for name in main nocluster ahead1 ahead3 early tablesm; do
@@ -50,4 +45,10 @@ if python3 -c 'import torch' 2> /dev/null; then
   echo "bench.py: rc=$?"
   grep -i "decode" "$O/bench-py.log" | tail -n 6
 fi
+step "sanitizers"
+for tool in memcheck racecheck; do
+  timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${splits[@]}" > "$O/$tool.log" 2>&1
+  echo "$tool: rc=$? $(tail -n 1 "$O/$tool.log")"
+done
+
 step "done"
