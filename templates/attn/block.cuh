@@ -192,6 +192,38 @@ struct PageRuns {
     }
   };
 
+  /// The entries of a sequence's first kTiles tiles, read straight from its
+  /// table row at the kernel's start, together with the sequence's length
+  /// rather than after it, so that a block whose keys start at 0 does not
+  /// wait on two reads in a row before its first copies. Entries past the
+  /// row's `stride` are -1; an entry of a run past kv_len is never read
+  /// through (copy_kv's rows_left).
+  template <int kTiles>
+  struct TableStart {
+    Lookups tile[kTiles];
+    ATTN_DEVICE TableStart(const int *table, int stride) {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int run = 0; run < kRuns; ++run) {
+          const int i = (t * Cfg::kTileKV + run * kRun) / kPage;
+          tile[t].entry[run] = i < stride ? __ldg(table + i) : -1;
+        }
+    }
+    /// The loop's rings of a block that starts at tile 0: its first tiles'
+    /// entries, then those of the tiles after them.
+    template <int kFirst, int kNext>
+    ATTN_DEVICE void fill(Lookups (&first)[kFirst], Lookups (&next)[kNext]) const {
+      static_assert(kFirst + kNext == kTiles, "TableStart: one entry set per tile of the rings");
+#pragma unroll
+      for (int t = 0; t < kFirst; ++t)
+        first[t] = tile[t];
+#pragma unroll
+      for (int t = 0; t < kNext; ++t)
+        next[t] = tile[kFirst + t];
+    }
+  };
+
   int first_row; ///< this thread's first row of a run: threadIdx.x / kChunks
   int offset;    ///< elements from a run's first row of K (or V) to this thread's first piece
   int row_step;  ///< elements between a thread's rows of one run: kRowStep token rows

@@ -212,11 +212,19 @@ TEST_CASE("a decode kernel's KV loop: one barrier per tile, Q in registers, page
   // Pages of 16 tokens: whole runs per thread (128 threads, 16 chunks a row:
   // a thread's rows are 8 apart). Pages of 19 do not divide them: KVTile.
   CHECK(src.find("using Copy = PageRuns<Cfg>;") != std::string::npos);
+  // The entries of the first tiles are read at the start, next to kv_len, and
+  // fill both rings of a block that starts at key 0; other blocks read them.
+  const size_t start = src.find("const PageRuns<Cfg>::TableStart<Cfg::kStages - 1 + Cfg::kTableAhead> start(");
+  REQUIRE(start != std::string::npos);
+  CHECK(start < src.find("for (int row0 = 0;"));
+  CHECK(src.find("    if (mine.lo == 0) {\n      start.fill(first, next);") < loop);
+  CHECK(src.find("first[i] = Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV);") < loop);
   for (const char *spec : {"mode=decode,page_size=19,gqa=4", "mode=decode,page_size=16,tile_kv=32",
                            "mode=decode,page_size=16,head_dim=256"}) {
     const std::string other = emit(spec, shape);
     CHECK(other.find("using Copy = KVTile<Cfg, Cfg::kTileKV>;") != std::string::npos);
     CHECK(other.find("PageRuns") == std::string::npos);
+    CHECK(other.find("start.fill") == std::string::npos);
   }
   // Pages longer than a tile (a tile is one run), head_dim 64 (rows 16 apart).
   for (const char *spec : {"mode=decode,page_size=128,gqa=2", "mode=decode,head_dim=64,page_size=32,tile_kv=128"})

@@ -422,6 +422,12 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin, total_q = cu_q[p.batch];\n"
     << "  const int rows = static_cast<int>(q_len) * Cfg::kGroup; // row r: token r / kGroup, head r % kGroup\n";
   printKVCache(o, plan.paged);
+  const bool pageRuns = decodeCopiesPageRuns(spec, threads);
+  if (pageRuns)
+    o << "  // attn-page-kv: the table entries of the tiles a block that starts at key 0 copies\n"
+      << "  // first, read now, with the sequence's length rather than after it.\n"
+      << "  const PageRuns<Cfg>::TableStart<Cfg::kStages - 1 + Cfg::kTableAhead> start(\n"
+      << "      table, p.block_table_stride);\n";
   o << "  const i64 q_row = (i64)p.num_q_heads * Cfg::kHeadDim;\n"
     << "  const i64 first_head = (i64)kv_head * Cfg::kGroup;\n"
     << "  const Elem *q = reinterpret_cast<const Elem *>(p.q) + q_begin * q_row + first_head * Cfg::kHeadDim;\n"
@@ -432,7 +438,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "  auto smem_k = [&](int stage) { return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     << "  auto smem_v = [&](int stage) { return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     ;
-  if (decodeCopiesPageRuns(spec, threads))
+  if (pageRuns)
     o << "  // attn-page-kv: the K and V rows of tile j, found through the block table from\n"
       << "  // the entries `read` holds: one entry and one address per run of a page's\n"
       << "  // tokens in the tile (PageRuns), for K and V alike.\n"
@@ -483,13 +489,21 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "    // holds those of the (i + 1)-th tile still to load: each entry is read kTableAhead\n"
     << "    // tiles before its copy, about as long as a read takes while the K/V copies keep\n"
     << "    // the memory system full, so the loop's copies do not wait on the table.\n"
-    << "    Copy::Lookups first[Cfg::kStages - 1], next[Cfg::kTableAhead];\n"
+    << "    Copy::Lookups first[Cfg::kStages - 1], next[Cfg::kTableAhead];\n";
+  const char *indent = pageRuns ? "  " : "";
+  if (pageRuns)
+    o << "    if (mine.lo == 0) {\n"
+      << "      start.fill(first, next); // read at the start\n"
+      << "    } else {\n";
+  o << "#pragma unroll\n"
+    << indent << "    for (int i = 0; i < Cfg::kStages - 1; ++i)\n"
+    << indent << "      first[i] = Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV);\n"
     << "#pragma unroll\n"
-    << "    for (int i = 0; i < Cfg::kStages - 1; ++i)\n"
-    << "      first[i] = Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV);\n"
-    << "#pragma unroll\n"
-    << "    for (int i = 0; i < Cfg::kTableAhead; ++i)\n"
-    << "      next[i] = Copy::Lookups(kv, (mine.lo + Cfg::kStages - 1 + i) * Cfg::kTileKV);\n"
+    << indent << "    for (int i = 0; i < Cfg::kTableAhead; ++i)\n"
+    << indent << "      next[i] = Copy::Lookups(kv, (mine.lo + Cfg::kStages - 1 + i) * Cfg::kTileKV);\n";
+  if (pageRuns)
+    o << "    }\n";
+  o
     << "    // The first kStages - 1 tiles start loading.\n"
     << "#pragma unroll\n"
     << "    for (int i = 0; i < Cfg::kStages - 1; ++i) {\n"

@@ -96,6 +96,14 @@ public:
     return attn::workspaceBytes(spec_, args, splits(args));
   }
 
+  /// Whether a decode launch with these arguments merges its splits inside
+  /// thread-block clusters (sm_90a, 2..kMaxClusterSplits splits, and all of
+  /// the grid's clusters resident at once) rather than through the merge kernel.
+  bool mergesInCluster(const AttentionArgs &args) const;
+  /// How many clusters of `splits` blocks the device holds at once; 0 where
+  /// the kernel does not merge in clusters or none fit.
+  int maxActiveClusters(int splits) const;
+
   /// Checks the arguments, then enqueues the kernel(s) on `stream`. No
   /// allocation, no synchronisation. False with `error` set on bad
   /// arguments (nothing is launched) or a launch failure.
@@ -107,9 +115,6 @@ public:
 
 private:
   Kernel() = default;
-  /// Whether the splits of a decode launch run as one cluster (sm_90a, at
-  /// most kMaxClusterSplits splits, and the device can place such clusters).
-  bool clusterMerge(int splits) const;
   static constexpr int kMaxClusterSplits = 8; ///< the portable cluster size
   const CudaDriver *cu_ = nullptr;
   Spec spec_;
@@ -117,8 +122,8 @@ private:
   CUmodule module_ = nullptr;
   CUfunction main_ = nullptr, merge_ = nullptr;
   int smCount_ = 1, blocksPerSm_ = 1;
-  /// clusterMerge's answer per split count: 0 not asked yet, 1 no, 2 yes.
-  mutable std::atomic<signed char> clusterFits_[kMaxClusterSplits + 1] = {};
+  /// maxActiveClusters' answer per split count plus one; 0: not asked yet.
+  mutable std::atomic<int> maxClusters_[kMaxClusterSplits + 1] = {};
 };
 
 } // namespace attn
