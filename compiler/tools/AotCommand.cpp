@@ -105,7 +105,8 @@ std::string bundleSource(const std::string &name, const std::vector<Job> &jobs) 
   for (size_t i = 0; i < jobs.size(); ++i)
     o << "    {\"" << jobs[i].spec.str() << "\", \"" << jobs[i].arch << "\", cubin" << i
       << ", sizeof cubin" << i << ", " << jobs[i].shape.threads << ", "
-      << jobs[i].shape.shared_bytes << ", " << jobs[i].shape.merge_threads << "},\n";
+      << jobs[i].shape.shared_bytes << ", " << jobs[i].shape.merge_threads << ", "
+      << (jobs[i].shape.cluster_merge ? 1 : 0) << "},\n";
   o << "};\n\nconst attn::BundleRegistration registration(\"" << name
     << "\", entries, sizeof entries / sizeof entries[0]);\n} // namespace\n";
   return o.str();

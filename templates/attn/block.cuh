@@ -192,6 +192,38 @@ struct PageRuns {
     }
   };
 
+  /// The entries of a sequence's first kTiles tiles, read straight from its
+  /// table row at the kernel's start, together with the sequence's length
+  /// rather than after it, so that a block whose keys start at 0 does not
+  /// wait on two reads in a row before its first copies. Entries past the
+  /// row's `stride` are -1; an entry of a run past kv_len is never read
+  /// through (copy_kv's rows_left).
+  template <int kTiles>
+  struct TableStart {
+    Lookups tile[kTiles];
+    ATTN_DEVICE TableStart(const int *table, int stride) {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int run = 0; run < kRuns; ++run) {
+          const int i = (t * Cfg::kTileKV + run * kRun) / kPage;
+          tile[t].entry[run] = i < stride ? __ldg(table + i) : -1;
+        }
+    }
+    /// The loop's rings of a block that starts at tile 0: its first tiles'
+    /// entries, then those of the tiles after them.
+    template <int kFirst, int kNext>
+    ATTN_DEVICE void fill(Lookups (&first)[kFirst], Lookups (&next)[kNext]) const {
+      static_assert(kFirst + kNext == kTiles, "TableStart: one entry set per tile of the rings");
+#pragma unroll
+      for (int t = 0; t < kFirst; ++t)
+        first[t] = tile[t];
+#pragma unroll
+      for (int t = 0; t < kNext; ++t)
+        next[t] = tile[kFirst + t];
+    }
+  };
+
   int first_row; ///< this thread's first row of a run: threadIdx.x / kChunks
   int offset;    ///< elements from a run's first row of K (or V) to this thread's first piece
   int row_step;  ///< elements between a thread's rows of one run: kRowStep token rows
@@ -208,23 +240,28 @@ struct PageRuns {
 
   /// K and V of tokens [t0, t0 + kTileKV) into shared tiles (one cp.async
   /// group for the two); rows past kv_len or on a page outside the cache are
-  /// zero-filled without a read.
+  /// zero-filled without a read. Branch-free: a run whose entry is not a
+  /// page of the cache (-1 past kv_len, or a bad table entry) is addressed
+  /// at page 0 with a source size of 0, so every address stays inside the
+  /// cache and no byte of it is read.
   template <class Cache>
   ATTN_DEVICE void copy_kv(Elem *smem_k, Elem *smem_v, const Cache &kv, int t0,
                            const Lookups &read) const {
     const unsigned k_dst = smem_addr(smem_k) + dst, v_dst = smem_addr(smem_v) + dst;
 #pragma unroll
     for (int run = 0; run < kRuns; ++run) {
-      const int slot = kv.slot(t0 + run * kRun, read.entry[run]); // the run's first token
+      const int t = t0 + run * kRun, entry = read.entry[run]; // the run's first token
+      const bool in_cache = static_cast<unsigned>(entry) < static_cast<unsigned>(kv.num_pages);
       // The thread's rows i * kRowStep < rows_left of the run are before kv_len.
-      const int rows_left = kv.kv_len - (t0 + run * kRun + first_row);
-      const i64 at = (i64)slot * kv.token_stride + offset;
+      const int rows_left = in_cache ? kv.kv_len - (t + first_row) : 0;
+      const i64 at = (i64)((in_cache ? entry : 0) * kPage + t % kPage) * kv.token_stride + offset;
+      const Elem *k = kv.k + at, *v = kv.v + at;
 #pragma unroll
       for (int i = 0; i < kRun / kRowStep; ++i) {
-        const bool valid = slot >= 0 && i * kRowStep < rows_left;
+        const bool valid = i * kRowStep < rows_left;
         const unsigned row_bytes = (run * kRun + i * kRowStep) * Cfg::kHeadDim * sizeof(Elem);
-        cp_async_16(k_dst + row_bytes, valid ? kv.k + at + i * row_step : kv.k, valid);
-        cp_async_16(v_dst + row_bytes, valid ? kv.v + at + i * row_step : kv.v, valid);
+        cp_async_16(k_dst + row_bytes, k + (i64)i * row_step, valid);
+        cp_async_16(v_dst + row_bytes, v + (i64)i * row_step, valid);
       }
     }
   }

@@ -130,72 +130,205 @@ struct DecodeSink {
   int num_q_heads;         ///< lse entries between query tokens
 };
 
+/// One row element's share of the softmax from a part of the keys (a warp's
+/// keys of every tile, or a split's range): its running max m (exp2 domain),
+/// its row sum l and its output o, both relative to m.
+struct RowPart {
+  float m, l, o;
+};
+
+/// attn-split-kv: the rescale rule over parts that saw disjoint keys of a
+/// row (the warps of a block, or the blocks of a cluster): m = max m_i,
+/// l = sum exp2(m_i - m) l_i, o = sum exp2(m_i - m) o_i. `part(i)` gives
+/// part i (asked twice: for the max, then for the sums; holding the parts
+/// in registers instead costs the decode kernel 24 more of them).
+/// attn-safe-init: a part that saw no visible key has m_i = -inf and weighs
+/// exp2(-inf) = 0; when no part saw one, m = -inf and l = 0.
+template <class Part>
+ATTN_DEVICE RowPart combine_parts(int parts, Part part) {
+  float m = ATTN_NEG_INF;
+  for (int i = 0; i < parts; ++i)
+    m = fmaxf(m, part(i).m);
+  const float ref = m == ATTN_NEG_INF ? 0.f : m;
+  RowPart all = {m, 0.f, 0.f};
+  for (int i = 0; i < parts; ++i) {
+    const RowPart p = part(i);
+    const float weight = fast_exp2(p.m - ref);
+    all.l += weight * p.l;
+    all.o += weight * p.o;
+  }
+  return all;
+}
+
+/// Writes one element of the block's rows: out = o / l (and lse = m + log l
+/// from column 0), to the output or, for a split that is merged later, to
+/// its slot of the workspace (normalised, with its lse).
+template <class Cfg>
+ATTN_DEVICE void store_row_element(const RowPart &c, int row, int col, const DecodeSink<Cfg> &sink) {
+  // attn-safe-init: no part saw a visible key: l = 0, output 0, lse -inf.
+  const float o = c.l > 0.f ? c.o / c.l : 0.f;
+  const float lse = c.l > 0.f ? (c.m + fast_log2(c.l)) * kLn2 : ATTN_NEG_INF;
+  const int token = row / Cfg::kGroup, head = row % Cfg::kGroup;
+  const i64 at = token * sink.q_row + head * Cfg::kHeadDim + col;
+  const i64 lse_at = (i64)token * sink.num_q_heads + head;
+  if (sink.part_out) {
+    sink.part_out[at] = o;
+    if (col == 0)
+      sink.part_lse[lse_at] = lse;
+  } else {
+    sink.out[at] = Mma<typename Cfg::Elem>::from_float(o);
+    if (sink.lse && col == 0)
+      sink.lse[lse_at] = lse;
+  }
+}
+
+/// The shared-memory scratch of the block's merge, in the K/V stages (the
+/// caller has finished with them): each warp's acc rows (padded to a stride
+/// of 8 (mod 32) floats: the quad's float2 stores of 4 rows then fall in
+/// different banks) and (m, l) per row, then the block's merged (m, l) per
+/// row for a cluster's merge. The block's merged o of an element goes where
+/// warp 0's acc of it was: the thread that merges an element is the only
+/// one that reads it.
+template <class Cfg>
+struct DecodeScratch {
+  static constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
+  static constexpr int kStride = kD + (40 - kD % 32) % 32;
+  static constexpr int kFloats = kWarps * 16 * (kStride + 2) + 16 * 2;
+  static_assert(kFloats * 4 <= Cfg::kStages * 2 * Cfg::kTileKV * kD *
+                                   static_cast<int>(sizeof(typename Cfg::Elem)),
+                "the merge's scratch fits in the K/V stages' shared memory");
+  float *acc;      ///< [kWarps][16][kStride]; a cluster's merge: warp 0's rows hold the block's o
+  float *ml;       ///< [kWarps][16][2]: m, l
+  float *block_ml; ///< [16][2]: the block's merged m, l (cluster merge)
+  ATTN_DEVICE explicit DecodeScratch(float *base)
+      : acc(base), ml(base + kWarps * 16 * kStride), block_ml(ml + kWarps * 16 * 2) {}
+
+  /// Each warp's state (rows of 16) into the scratch, then a barrier.
+  ATTN_DEVICE void put_warps(const DecodeState<Cfg> &warp_state) const {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const RowState<16, kD> &state = warp_state.rows[0];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = lane / 4 + r * 8;
+      const float l = quad_sum(state.l[r]);
+      if (lane % 4 == 0) {
+        ml[(warp * 16 + row) * 2] = state.m[r];
+        ml[(warp * 16 + row) * 2 + 1] = l;
+      }
+#pragma unroll
+      for (int nb = 0; nb < kD / 8; ++nb) {
+        const int col = nb * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2 *>(&acc[(warp * 16 + row) * kStride + col]) =
+            make_float2(state.acc[nb][2 * r], state.acc[nb][2 * r + 1]);
+      }
+    }
+    __syncthreads();
+  }
+
+  /// The block's element (row, col) merged over its warps.
+  ATTN_DEVICE RowPart warps_merged(int row, int col) const {
+    return combine_parts(kWarps, [&](int w) {
+      return RowPart{ml[(w * 16 + row) * 2], ml[(w * 16 + row) * 2 + 1],
+                     acc[(w * 16 + row) * kStride + col]};
+    });
+  }
+};
+
 /// Merges the warps' states (each saw different keys of every tile) and
 /// writes the block's rows. `scratch` is the shared memory of the K/V
 /// stages; the caller has finished with it. attn-split-kv: the same rescale
-/// rule as between splits, with weights exp2(m_w - m) that are 0 for a warp
-/// that saw no visible key.
+/// rule as between splits (combine_parts).
 template <class Cfg>
-ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
+ATTN_DEVICE void decode_store(const DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
                               const DecodeSink<Cfg> &sink) {
-  constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
-  // A row of acc is padded to a stride of 8 (mod 32) floats: the quad's
-  // float2 stores of 4 rows then fall in different banks.
-  constexpr int kStride = kD + (40 - kD % 32) % 32;
-  static_assert(kWarps * 16 * (kStride + 2) * 4 <= Cfg::kStages * 2 * Cfg::kTileKV * kD *
-                                                       static_cast<int>(sizeof(typename Cfg::Elem)),
-                "the warps' states fit in the K/V stages' shared memory");
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float *acc = scratch;                        // [kWarps][16][kStride]
-  float *ml = scratch + kWarps * 16 * kStride; // [kWarps][16][2]: m, l
-  const RowState<16, kD> &state = warp_state.rows[0];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = lane / 4 + r * 8;
-    const float l = quad_sum(state.l[r]);
-    if (lane % 4 == 0) {
-      ml[(warp * 16 + row) * 2] = state.m[r];
-      ml[(warp * 16 + row) * 2 + 1] = l;
-    }
-#pragma unroll
-    for (int nb = 0; nb < kD / 8; ++nb) {
-      const int col = nb * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2 *>(&acc[(warp * 16 + row) * kStride + col]) =
-          make_float2(state.acc[nb][2 * r], state.acc[nb][2 * r + 1]);
-    }
+  const DecodeScratch<Cfg> merge(scratch);
+  merge.put_warps(warp_state);
+  for (int e = threadIdx.x; e < 16 * Cfg::kHeadDim; e += Cfg::kThreads) {
+    const int row = e / Cfg::kHeadDim, col = e % Cfg::kHeadDim;
+    if (row0 + row < rows)
+      store_row_element<Cfg>(merge.warps_merged(row, col), row0 + row, col, sink);
   }
-  __syncthreads();
+  __syncthreads(); // the scratch is reused by the next rows
+}
+
+/// attn-split-kv on sm_90a: the runtime may launch the splits of one
+/// (sequence, KV head) as one thread-block cluster (grid x = the splits =
+/// the cluster). Then no partial result goes through global memory and no
+/// merge kernel runs: each block merges its warps into its own shared
+/// memory, and after a cluster barrier each block merges a share of the
+/// rows' elements across the cluster's blocks, reading theirs through
+/// distributed shared memory, and writes the output. Outside a cluster (and
+/// before sm_90) a block is the only one of its cluster: blocks = 1, rank 0.
+struct ClusterPlace {
+  unsigned blocks; ///< the cluster's blocks
+  unsigned rank;   ///< this block's rank among them
+};
+ATTN_DEVICE ClusterPlace cluster_place() {
+  ClusterPlace at = {1, 0};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n\tmov.u32 %1, %%cluster_ctarank;"
+               : "=r"(at.blocks), "=r"(at.rank));
+#endif
+  return at;
+}
+
+/// Every thread of every block of the cluster arrives; the writes to shared
+/// memory before it are visible to the cluster's blocks after it.
+ATTN_DEVICE void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+/// The float at the same shared-memory place as `local` in block `rank` of
+/// the cluster.
+ATTN_DEVICE float load_from_block(const float *local, unsigned rank) {
+  float v = 0.f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+#else
+  (void)rank; // no clusters before sm_90: the only block is this one
+  v = *local;
+#endif
+  return v;
+}
+
+/// decode_store for a block of a cluster of splits (see cluster_place).
+template <class Cfg>
+ATTN_DEVICE void decode_store_cluster(const DecodeState<Cfg> &warp_state, float *scratch, int row0,
+                                      int rows, const DecodeSink<Cfg> &sink) {
+  constexpr int kD = Cfg::kHeadDim;
+  const DecodeScratch<Cfg> merge(scratch);
+  merge.put_warps(warp_state);
   for (int e = threadIdx.x; e < 16 * kD; e += Cfg::kThreads) {
     const int row = e / kD, col = e % kD;
     if (row0 + row >= rows)
       continue;
-    float m = ATTN_NEG_INF;
-    for (int w = 0; w < kWarps; ++w)
-      m = fmaxf(m, ml[(w * 16 + row) * 2]);
-    // attn-safe-init: no warp saw a visible key: l = 0, output 0, lse -inf.
-    const float ref = m == ATTN_NEG_INF ? 0.f : m;
-    float l = 0.f, o = 0.f;
-    for (int w = 0; w < kWarps; ++w) {
-      const float weight = fast_exp2(ml[(w * 16 + row) * 2] - ref); // exp2(-inf) = 0
-      l += weight * ml[(w * 16 + row) * 2 + 1];
-      o += weight * acc[(w * 16 + row) * kStride + col];
-    }
-    o = l > 0.f ? o / l : 0.f;
-    const float lse = l > 0.f ? (m + fast_log2(l)) * kLn2 : ATTN_NEG_INF;
-    const int token = (row0 + row) / Cfg::kGroup, head = (row0 + row) % Cfg::kGroup;
-    const i64 at = token * sink.q_row + head * kD + col;
-    const i64 lse_at = (i64)token * sink.num_q_heads + head;
-    if (sink.part_out) {
-      sink.part_out[at] = o;
-      if (col == 0)
-        sink.part_lse[lse_at] = lse;
-    } else {
-      sink.out[at] = Mma<typename Cfg::Elem>::from_float(o);
-      if (sink.lse && col == 0)
-        sink.lse[lse_at] = lse;
+    const RowPart mine = merge.warps_merged(row, col);
+    merge.acc[row * DecodeScratch<Cfg>::kStride + col] = mine.o; // warp 0's slot of the element
+    if (col == 0) {
+      merge.block_ml[row * 2] = mine.m;
+      merge.block_ml[row * 2 + 1] = mine.l;
     }
   }
-  __syncthreads(); // the scratch is reused by the next rows
+  cluster_sync(); // every block's merged rows are in its shared memory
+  const ClusterPlace cluster = cluster_place();
+  for (int e = cluster.rank * Cfg::kThreads + threadIdx.x; e < 16 * kD;
+       e += Cfg::kThreads * cluster.blocks) {
+    const int row = e / kD, col = e % kD;
+    if (row0 + row >= rows)
+      continue;
+    const RowPart all = combine_parts(static_cast<int>(cluster.blocks), [&](int b) {
+      return RowPart{load_from_block(&merge.block_ml[row * 2], b),
+                     load_from_block(&merge.block_ml[row * 2 + 1], b),
+                     load_from_block(&merge.acc[row * DecodeScratch<Cfg>::kStride + col], b)};
+    });
+    store_row_element<Cfg>(all, row0 + row, col, sink);
+  }
+  cluster_sync(); // no block reuses or leaves its shared memory while another reads it
 }
 
 /// attn-split-kv on sm_90a: the merge kernel is launched as a programmatic

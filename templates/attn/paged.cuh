@@ -34,7 +34,7 @@ struct KVCache {
 
   /// The block-table entry of token t's page (-1 past kv_len; t itself when
   /// contiguous): the one global read behind slot(), made apart from it so
-  /// that a kernel can issue it a tile ahead of the copy that needs it.
+  /// that a kernel can issue it tiles ahead of the copy that needs it.
   ATTN_DEVICE int lookup(int t) const {
     if (kPageSize == 0)
       return t;

@@ -39,13 +39,17 @@ struct Params {
 /// store it). Prefill: grid (ceil(max q_len / tile_q), num_q_heads, batch).
 /// Decode: grid (num_splits, num_kv_heads, batch); with num_splits > 1 the
 /// "<name>_merge" kernel follows on grid (max q_len, num_q_heads, batch)
-/// with merge_threads threads. Dynamic shared memory: shared_bytes.
+/// with merge_threads threads, unless cluster_merge: then (sm_90a) the
+/// runtime may launch the splits of each (sequence, KV head) as one
+/// thread-block cluster that merges them itself (decode_store_cluster).
+/// Dynamic shared memory: shared_bytes.
 struct LaunchShape {
   int threads = 0;
   int shared_bytes = 0;
   int tile_q = 0;
   bool decode = false;
   int merge_threads = 0;
+  bool cluster_merge = false;
 };
 
 } // namespace kernel

@@ -321,6 +321,12 @@ double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
 /// table with shuffled pages; GB/s of K + V bytes read).
 /// Each variant (extra spec fields, e.g. "tile_q=64,tile_kv=64"; "" for the
 /// defaults) is timed on every row, marked [variant] in the output.
+/// A decode launch's split count for the bench table, "c" added where the
+/// splits merge in a thread-block cluster rather than through the merge kernel.
+std::string splitsText(const Kernel &k, const AttentionArgs &a) {
+  return std::to_string(k.splits(a)) + (k.mergesInCluster(a) ? "c" : "");
+}
+
 int bench(Gpu &g, const std::vector<std::string> &variants,
           const std::vector<SourceKernel> &sources, const std::string &rows) {
   std::mt19937_64 rng(1);
@@ -348,7 +354,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
   // emitted kernel's (ok: no launch error and relative difference < 1e-2).
   struct SourceRun {
     double ms = 0;
-    int splits = 1;
+    std::string splits;
     bool ok = false;
     std::string verdict;
   };
@@ -360,7 +366,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
     std::string error;
     SourceRun run;
     run.ms = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
-    run.splits = src.kernel->splits(b);
+    run.splits = splitsText(*src.kernel, b);
     const double diff = relativeDifference(g, b.o, d.args.o, outElems);
     run.ok = error.empty() && diff < 1e-2;
     run.verdict = !error.empty() ? error
@@ -466,9 +472,9 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
           return 1;
         }
         const double bytes = 2.0 * kvElems * 2;
-        std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d\n", r.batch, r.hq, r.hkv,
+        std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6s\n", r.batch, r.hq, r.hkv,
                     r.len, mark(fields.empty() ? "" : fields.substr(1)).c_str(), ms,
-                    bytes / ms / 1e6, kernel->splits(a));
+                    bytes / ms / 1e6, splitsText(*kernel, a).c_str());
         if (fields != decodeVariants.back())
           continue;
         // Hand-edited decode kernels of this row's GQA group: same inputs.
@@ -478,9 +484,9 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
               sp.page_size != 16 || sp.gqa != r.hq / r.hkv || sp.mask.kind != MaskKind::None)
             continue;
           const SourceRun run = runSource(src, d, size_t(r.batch) * r.hq * 128);
-          std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6d  %s\n", r.batch, r.hq,
+          std::printf("B %3d  heads %2d/%d  kv %5d  %-25s %10.3f %10.1f %6s  %s\n", r.batch, r.hq,
                       r.hkv, r.len, ("[" + src.label + "]").c_str(), run.ms, bytes / run.ms / 1e6,
-                      run.splits, run.verdict.c_str());
+                      run.splits.c_str(), run.verdict.c_str());
           if (!run.ok)
             return 1;
         }

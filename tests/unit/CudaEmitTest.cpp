@@ -12,6 +12,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <regex>
 
 using namespace attn;
@@ -162,6 +164,14 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   REQUIRE(wait != std::string::npos);
   REQUIRE(read != std::string::npos);
   CHECK(wait < read);
+  // A cluster of the splits (sm_90a, the runtime's choice) merges them in
+  // shared memory and writes no partial result; otherwise the workspace and
+  // the merge kernel.
+  CHECK(src.find("const bool clustered = cluster_place().blocks > 1;") != std::string::npos);
+  CHECK(src.find("const bool partial = p.num_splits > 1 && !clustered;") != std::string::npos);
+  CHECK(src.find("if (clustered)\n      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);\n"
+                 "    else\n      decode_store<Cfg>(state, scratch, row0, rows, sink);") !=
+        std::string::npos);
   // Mask arithmetic only on partial tiles (without a mask: the tail past kv_len).
   src = emit("mode=decode,page_size=16,gqa=4", shape);
   CHECK(src.find("if (j < tiles.full_lo || j >= tiles.full_hi)\n        decode_mask<Cfg>") !=
@@ -190,14 +200,31 @@ TEST_CASE("a decode kernel's KV loop: one barrier per tile, Q in registers, page
         std::string::npos);
   CHECK(body.find("query.qk(s, smem_k(stage), warp)") != std::string::npos);
   CHECK(src.find("DecodeQuery<Cfg> query;") < loop);
+  // The stages rotate without a division, and the table entries of a tile
+  // are read kTableAhead (> 1) tiles before its copy, through a ring.
+  CHECK(body.find("%") == std::string::npos);
+  CHECK(body.find("load_kv(ahead, free_stage, next[0]);") != std::string::npos);
+  CHECK(body.find("next[Cfg::kTableAhead - 1] = Copy::Lookups(kv, (ahead + Cfg::kTableAhead) * "
+                  "Cfg::kTileKV);") != std::string::npos);
+  const size_t ahead = src.find("static constexpr int kTableAhead = ");
+  REQUIRE(ahead != std::string::npos);
+  CHECK(std::atoi(src.c_str() + ahead + std::strlen("static constexpr int kTableAhead = ")) > 1);
   // Pages of 16 tokens: whole runs per thread (128 threads, 16 chunks a row:
   // a thread's rows are 8 apart). Pages of 19 do not divide them: KVTile.
   CHECK(src.find("using Copy = PageRuns<Cfg>;") != std::string::npos);
+  // The entries of the first tiles are read at the start, next to kv_len, and
+  // fill both rings of a block that starts at key 0; other blocks read them.
+  const size_t start = src.find("const PageRuns<Cfg>::TableStart<Cfg::kStages - 1 + Cfg::kTableAhead> start(");
+  REQUIRE(start != std::string::npos);
+  CHECK(start < src.find("for (int row0 = 0;"));
+  CHECK(src.find("    if (mine.lo == 0) {\n      start.fill(first, next);") < loop);
+  CHECK(src.find("first[i] = Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV);") < loop);
   for (const char *spec : {"mode=decode,page_size=19,gqa=4", "mode=decode,page_size=16,tile_kv=32",
                            "mode=decode,page_size=16,head_dim=256"}) {
     const std::string other = emit(spec, shape);
     CHECK(other.find("using Copy = KVTile<Cfg, Cfg::kTileKV>;") != std::string::npos);
     CHECK(other.find("PageRuns") == std::string::npos);
+    CHECK(other.find("start.fill") == std::string::npos);
   }
   // Pages longer than a tile (a tile is one run), head_dim 64 (rows 16 apart).
   for (const char *spec : {"mode=decode,page_size=128,gqa=2", "mode=decode,head_dim=64,page_size=32,tile_kv=128"})
@@ -331,12 +358,21 @@ TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spi
           compileWithoutSpills(text, arch);
           ++compiled;
         }
+  // The smallest K/V stages the merge's scratch reuses: one warp, two stages
+  // of 16 keys (the scratch's static_assert must hold for them too).
+  for (const char *arch : {"sm_80", "sm_90a"})
+    for (const char *shape : {"head_dim=32,tile_kv=16,stages=2,page_size=16,split_kv=2",
+                              "head_dim=256,tile_kv=16,stages=2,page_size=7,split_kv=3"}) {
+      compileWithoutSpills(std::string("mode=decode,target=") + arch + "," + shape, arch);
+      ++compiled;
+    }
   std::printf("NVRTC: %d decode kernels compiled, 0 spills\n", compiled);
 }
 
 TEST_CASE("an emitted kernel's first lines give back its spec and launch shape", "[cuda]") {
   for (const char *text : {"mask=causal,page_size=16,gqa=4,head_dim=64",
-                           "mode=decode,page_size=16,gqa=8,split_kv=3,target=sm_80"}) {
+                           "mode=decode,page_size=16,gqa=8,split_kv=3,target=sm_80",
+                           "mode=decode,page_size=16,gqa=8,split_kv=3"}) {
     CudaLaunchShape shape, read;
     const std::string source = emit(text, shape);
     Spec spec;
@@ -349,6 +385,10 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
     CHECK(read.tile_q == shape.tile_q);
     CHECK(read.decode == shape.decode);
     CHECK(read.merge_threads == shape.merge_threads);
+    // Only sm_90a decode kernels can merge their splits as a cluster.
+    CHECK(read.cluster_merge == shape.cluster_merge);
+    CHECK(shape.cluster_merge == (shape.decode && spec.target == Target::SM90a));
+    CHECK((source.find(" cluster_merge=1\n") != std::string::npos) == shape.cluster_merge);
   }
   // Edited or foreign sources are refused with the reason.
   const std::string body = "\n#include \"attn/block.cuh\"\n";
@@ -366,7 +406,15 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
            {"// attnc 0.1.0: mode=decode,page_size=1\n// launch: threads=128 shared_bytes=0" + body,
             "the kernel's launch line gives no valid thread count"},
            {"// attnc 0.1.0: target=cpu\n// launch: threads=128 shared_bytes=0" + body,
-            "the kernel's spec has target = cpu"}}) {
+            "the kernel's spec has target = cpu"},
+           {"// attnc 0.1.0: mode=decode,page_size=16\n// launch: threads=128 shared_bytes=0 "
+            "merge_threads=128 cluster_merge=2" + body,
+            "the kernel's launch line: 'cluster_merge=2' is not"},
+           {"// attnc 0.1.0: mode=decode,page_size=16,target=sm_80\n// launch: threads=128 "
+            "shared_bytes=0 merge_threads=128 cluster_merge=1" + body,
+            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"},
+           {"// attnc 0.1.0: head_dim=64\n// launch: threads=128 shared_bytes=0 cluster_merge=1" + body,
+            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"}}) {
     Spec spec;
     CudaLaunchShape shape;
     std::string error;

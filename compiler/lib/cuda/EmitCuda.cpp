@@ -27,6 +27,17 @@ using namespace mlir;
 namespace attn {
 
 namespace {
+/// Decode: how many tiles before its copy a tile's block-table entries are
+/// read. Under ncu on the H200 the kernel's largest stall was the first use
+/// of entries read one tile ahead: while the K/V copies keep the memory
+/// system full a read comes back after about (bytes in flight per SM) /
+/// (bandwidth per SM), longer than one tile's work. With PageRuns a tile's
+/// entries are a few registers; KVTile holds one per piece, so it keeps one
+/// tile's worth.
+constexpr int kDecodeTableAhead = 2;
+
+bool decodeCopiesPageRuns(const Spec &spec, int threads);
+
 /// What the emitter needs to know from the IR.
 struct KernelPlan {
   std::string name;
@@ -178,6 +189,8 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "// launch: threads=" << shape.threads << " shared_bytes=" << shape.shared_bytes;
   if (decode)
     o << " merge_threads=" << shape.merge_threads;
+  if (shape.cluster_merge)
+    o << " cluster_merge=1";
   o << "\n"
     << "// Emitted from the tile-level IR of @" << plan.name
     << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
@@ -213,7 +226,10 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  template <int kRows>\n  using Tile = WgmmaTile<kRows, kHeadDim>;\n";
   if (decode)
     o << "  static constexpr int kStages = " << layout.stages
-      << "; // K/V tiles in shared memory: kStages - 1 load ahead\n";
+      << "; // K/V tiles in shared memory: kStages - 1 load ahead\n"
+      << "  static constexpr int kTableAhead = "
+      << (decodeCopiesPageRuns(spec, threads) ? kDecodeTableAhead : 1)
+      << "; // attn-page-kv: block-table entries read this many tiles before their copy\n";
   o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
 }
 
@@ -406,6 +422,12 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin, total_q = cu_q[p.batch];\n"
     << "  const int rows = static_cast<int>(q_len) * Cfg::kGroup; // row r: token r / kGroup, head r % kGroup\n";
   printKVCache(o, plan.paged);
+  const bool pageRuns = decodeCopiesPageRuns(spec, threads);
+  if (pageRuns)
+    o << "  // attn-page-kv: the table entries of the tiles a block that starts at key 0 copies\n"
+      << "  // first, read now, with the sequence's length rather than after it.\n"
+      << "  const PageRuns<Cfg>::TableStart<Cfg::kStages - 1 + Cfg::kTableAhead> start(\n"
+      << "      table, p.block_table_stride);\n";
   o << "  const i64 q_row = (i64)p.num_q_heads * Cfg::kHeadDim;\n"
     << "  const i64 first_head = (i64)kv_head * Cfg::kGroup;\n"
     << "  const Elem *q = reinterpret_cast<const Elem *>(p.q) + q_begin * q_row + first_head * Cfg::kHeadDim;\n"
@@ -416,7 +438,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "  auto smem_k = [&](int stage) { return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     << "  auto smem_v = [&](int stage) { return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     ;
-  if (decodeCopiesPageRuns(spec, threads))
+  if (pageRuns)
     o << "  // attn-page-kv: the K and V rows of tile j, found through the block table from\n"
       << "  // the entries `read` holds: one entry and one address per run of a page's\n"
       << "  // tokens in the tile (PageRuns), for K and V alike.\n"
@@ -435,10 +457,12 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  };\n";
   o
     << "  // attn-split-kv: one split writes the output; several write partial results\n"
-    << "  // (normalised output and lse) to the workspace for the merge kernel.\n"
+    << "  // (normalised output and lse) to the workspace for the merge kernel, unless\n"
+    << "  // they run as one cluster (sm_90a): then they merge in shared memory.\n"
     << "  float *part = reinterpret_cast<float *>(p.workspace);\n"
     << "  const i64 part_rows = total_q * p.num_q_heads;\n"
-    << "  const bool partial = p.num_splits > 1;\n"
+    << "  const bool clustered = cluster_place().blocks > 1;\n"
+    << "  const bool partial = p.num_splits > 1 && !clustered;\n"
     << "  const DecodeSink<Cfg> sink = {\n"
     << "      reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,\n"
     << "      " << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + first_head"
@@ -460,14 +484,26 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "      const int row = row0 + r;\n"
     << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
     << "    cp_async_commit(); // the query rows: a cp.async group of their own\n"
-    << "    // attn-page-kv: the block-table entries of the first kStages tiles, read together\n"
-    << "    // (the first copies wait on the table once, not once a tile); `next` holds those\n"
-    << "    // of the next tile to load, a tile early: the loop's copies never wait on it.\n"
-    << "    Copy::Lookups first[Cfg::kStages - 1];\n"
+    << "    // attn-page-kv: the block-table entries of the first kStages - 1 tiles, read\n"
+    << "    // together (the first copies wait on the table once, not once a tile). next[i]\n"
+    << "    // holds those of the (i + 1)-th tile still to load: each entry is read kTableAhead\n"
+    << "    // tiles before its copy, about as long as a read takes while the K/V copies keep\n"
+    << "    // the memory system full, so the loop's copies do not wait on the table.\n"
+    << "    Copy::Lookups first[Cfg::kStages - 1], next[Cfg::kTableAhead];\n";
+  const char *indent = pageRuns ? "  " : "";
+  if (pageRuns)
+    o << "    if (mine.lo == 0) {\n"
+      << "      start.fill(first, next); // read at the start\n"
+      << "    } else {\n";
+  o << "#pragma unroll\n"
+    << indent << "    for (int i = 0; i < Cfg::kStages - 1; ++i)\n"
+    << indent << "      first[i] = Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV);\n"
     << "#pragma unroll\n"
-    << "    for (int i = 0; i < Cfg::kStages - 1; ++i)\n"
-    << "      first[i] = Copy::Lookups(kv, (mine.lo + i) * Cfg::kTileKV);\n"
-    << "    Copy::Lookups next(kv, (mine.lo + Cfg::kStages - 1) * Cfg::kTileKV);\n"
+    << indent << "    for (int i = 0; i < Cfg::kTableAhead; ++i)\n"
+    << indent << "      next[i] = Copy::Lookups(kv, (mine.lo + Cfg::kStages - 1 + i) * Cfg::kTileKV);\n";
+  if (pageRuns)
+    o << "    }\n";
+  o
     << "    // The first kStages - 1 tiles start loading.\n"
     << "#pragma unroll\n"
     << "    for (int i = 0; i < Cfg::kStages - 1; ++i) {\n"
@@ -480,16 +516,21 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "    __syncthreads();\n"
     << "    DecodeQuery<Cfg> query; // every warp's A operand, in registers up to head_dim 128\n"
     << "    query.load(smem_q);\n"
+    << "    // Tile j's stage, and the stage tile j + kStages - 1 loads into (tile j - 1's).\n"
+    << "    int stage = 0, free_stage = Cfg::kStages - 1;\n"
     << "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
-    << "      const int stage = (j - mine.lo) % Cfg::kStages, ahead = j + Cfg::kStages - 1;\n"
+    << "      const int ahead = j + Cfg::kStages - 1;\n"
     << "      cp_async_wait<Cfg::kStages - 2>(); // tile j has arrived\n"
     << "      // One barrier per tile: tile j is visible to every warp, and every warp is\n"
     << "      // done with tile j - 1, whose stage the next load takes.\n"
     << "      __syncthreads();\n"
     << "      if (ahead < mine.hi)\n"
-    << "        load_kv(ahead, (ahead - mine.lo) % Cfg::kStages, next);\n"
+    << "        load_kv(ahead, free_stage, next[0]);\n"
     << "      cp_async_commit();\n"
-    << "      next = Copy::Lookups(kv, (ahead + 1) * Cfg::kTileKV); // used at the next tile\n"
+    << "#pragma unroll\n"
+    << "      for (int i = 0; i + 1 < Cfg::kTableAhead; ++i)\n"
+    << "        next[i] = next[i + 1];\n"
+    << "      next[Cfg::kTableAhead - 1] = Copy::Lookups(kv, (ahead + Cfg::kTableAhead) * Cfg::kTileKV);\n"
     << "      DecodeScores<Cfg> s;\n"
     << "      query.qk(s, smem_k(stage), warp); // S = Q K^T\n";
   if (masked)
@@ -501,13 +542,18 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      state.update(s, p.scale_log2); // the scale rides in the exponent, base 2\n"
     << "      decode_pv<Cfg>(state, s, smem_v(stage), warp); // acc += P V\n"
+    << "      free_stage = stage;\n"
+    << "      stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;\n"
     << "    }\n"
     << "    cp_async_wait<0>();\n"
     << "    __syncthreads();\n"
     << "    allow_merge_launch(); // sm_90a: the merge kernel may be scheduled (it waits for this one)\n"
-    << "    // attn-split-kv: merge the warps' states; attn-online-softmax: out = acc / l"
-    << (plan.lse ? ", lse = m + log l" : "") << ".\n"
-    << "    decode_store<Cfg>(state, scratch, row0, rows, sink);\n"
+    << "    // attn-split-kv: merge the warps' states (and a cluster's splits); attn-online-softmax:\n"
+    << "    // out = acc / l" << (plan.lse ? ", lse = m + log l" : "") << ".\n"
+    << "    if (clustered)\n"
+    << "      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);\n"
+    << "    else\n"
+    << "      decode_store<Cfg>(state, scratch, row0, rows, sink);\n"
     << "  }\n}\n\n";
 
   o << "// attn-split-kv: the merge of the splits' partial results, launched after the kernel\n"
@@ -558,6 +604,7 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / layout.warpRows * 32);
   shape.shared_bytes = static_cast<int>(sharedMemoryBytes(spec));
   shape.merge_threads = decode ? 128 : 0;
+  shape.cluster_merge = decode && spec.target == Target::SM90a;
 
   std::ostringstream o;
   printConfig(o, spec, plan, tileQ, layout, shape);
@@ -597,21 +644,29 @@ bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shap
   shape.decode = spec.mode == Mode::Decode;
   shape.tile_q = shape.decode ? 16 : static_cast<int>(spec.tile_q);
   std::istringstream fields(launchLine.substr(launchTag.size()));
+  int clusterMerge = 0;
   for (std::string field; fields >> field;) {
     const size_t eq = field.find('=');
     const std::string key = field.substr(0, eq);
     int *slot = key == "threads"         ? &shape.threads
                 : key == "shared_bytes"  ? &shape.shared_bytes
                 : key == "merge_threads" ? &shape.merge_threads
+                : key == "cluster_merge" ? &clusterMerge
                                          : nullptr;
     char *end = nullptr;
     const long value = eq == std::string::npos ? -1 : std::strtol(field.c_str() + eq + 1, &end, 10);
-    if (!slot || value < 0 || value > (1 << 20) || *end != '\0') {
-      error = "the kernel's launch line: '" + field + "' is not threads=N, shared_bytes=N or "
-              "merge_threads=N";
+    if (!slot || value < 0 || value > (1 << 20) || *end != '\0' ||
+        (slot == &clusterMerge && value > 1)) {
+      error = "the kernel's launch line: '" + field + "' is not threads=N, shared_bytes=N, "
+              "merge_threads=N or cluster_merge=0|1";
       return false;
     }
     *slot = static_cast<int>(value);
+  }
+  shape.cluster_merge = clusterMerge == 1;
+  if (shape.cluster_merge && (!shape.decode || spec.target != Target::SM90a)) {
+    error = "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a";
+    return false;
   }
   if (shape.threads <= 0 || shape.threads > 1024 || shape.threads % 32 != 0 ||
       (shape.decode && shape.merge_threads <= 0)) {

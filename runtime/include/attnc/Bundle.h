@@ -26,6 +26,7 @@ struct BundleEntry {
   const unsigned char *cubin;
   size_t cubin_size;
   int threads, shared_bytes, merge_threads; ///< the launch shape (templates/attn/params.cuh)
+  int cluster_merge;                        ///< LaunchShape::cluster_merge (0 in older bundles)
 };
 
 /// Registers a bundle's entries (called by the generated source's static

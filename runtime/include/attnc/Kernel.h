@@ -20,6 +20,7 @@
 #include "attn/params.cuh"
 #include "attnc/Driver.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -95,6 +96,14 @@ public:
     return attn::workspaceBytes(spec_, args, splits(args));
   }
 
+  /// Whether a decode launch with these arguments merges its splits inside
+  /// thread-block clusters (sm_90a, 2..kMaxClusterSplits splits, and all of
+  /// the grid's clusters resident at once) rather than through the merge kernel.
+  bool mergesInCluster(const AttentionArgs &args) const;
+  /// How many clusters of `splits` blocks the device holds at once; 0 where
+  /// the kernel does not merge in clusters or none fit.
+  int maxActiveClusters(int splits) const;
+
   /// Checks the arguments, then enqueues the kernel(s) on `stream`. No
   /// allocation, no synchronisation. False with `error` set on bad
   /// arguments (nothing is launched) or a launch failure.
@@ -106,12 +115,15 @@ public:
 
 private:
   Kernel() = default;
+  static constexpr int kMaxClusterSplits = 8; ///< the portable cluster size
   const CudaDriver *cu_ = nullptr;
   Spec spec_;
   kernel::LaunchShape shape_;
   CUmodule module_ = nullptr;
   CUfunction main_ = nullptr, merge_ = nullptr;
   int smCount_ = 1, blocksPerSm_ = 1;
+  /// maxActiveClusters' answer per split count plus one; 0: not asked yet.
+  mutable std::atomic<int> maxClusters_[kMaxClusterSplits + 1] = {};
 };
 
 } // namespace attn
