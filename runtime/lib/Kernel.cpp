@@ -302,7 +302,7 @@ bool Kernel::mergesInCluster(const AttentionArgs &args) const {
   // Only when every cluster of the grid is resident at once: clusters are
   // placed whole, within one GPC, so a second wave of them leaves SMs idle
   // that single blocks would have filled (measured: 4 splits of 64 sequences
-  // and KV heads ran 26 % slower as clusters than through the merge kernel).
+  // and KV heads took 26 % longer as clusters than through the merge kernel).
   const int64_t clusters = int64_t(args.batch) * args.num_kv_heads;
   return clusters >= 1 && clusters <= maxActiveClusters(splits(args));
 }
