@@ -15,17 +15,16 @@
 namespace attn {
 namespace kernel {
 
-/// Copies 16 bytes, or zero-fills them when `valid` is false.
-ATTN_DEVICE void cp_async_16(void *smem, const void *gmem, bool valid) {
-  const unsigned bytes = valid ? 16u : 0u;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)),
-               "l"(gmem), "r"(bytes));
-}
-
-/// The same to a shared-memory address (smem_addr).
+/// Copies 16 bytes to a shared-memory address (smem_addr), or zero-fills
+/// them when `valid` is false.
 ATTN_DEVICE void cp_async_16(unsigned smem, const void *gmem, bool valid) {
   const unsigned bytes = valid ? 16u : 0u;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(bytes));
+}
+
+/// The same to a shared-memory pointer.
+ATTN_DEVICE void cp_async_16(void *smem, const void *gmem, bool valid) {
+  cp_async_16(smem_addr(smem), gmem, valid);
 }
 
 ATTN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
