@@ -297,6 +297,10 @@ int Kernel::maxActiveClusters(int splits) const {
 }
 
 bool Kernel::mergesInCluster(const AttentionArgs &args) const {
+  return mergesInCluster(args, splits(args));
+}
+
+bool Kernel::mergesInCluster(const AttentionArgs &args, int splits) const {
   if (!shape_.decode)
     return false;
   // Only when every cluster of the grid is resident at once: clusters are
@@ -304,7 +308,7 @@ bool Kernel::mergesInCluster(const AttentionArgs &args) const {
   // that single blocks would have filled (measured: 4 splits of 64 sequences
   // and KV heads took 26 % longer as clusters than through the merge kernel).
   const int64_t clusters = int64_t(args.batch) * args.num_kv_heads;
-  return clusters >= 1 && clusters <= maxActiveClusters(splits(args));
+  return clusters >= 1 && clusters <= maxActiveClusters(splits);
 }
 
 bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &error) const {
@@ -317,7 +321,7 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
   kernel::Params p = makeParams(spec_, args, splits);
   void *params[] = {&p};
   CUresult rc;
-  if (mergesInCluster(args)) {
+  if (mergesInCluster(args, splits)) {
     // attn-split-kv on sm_90a: the splits of each (sequence, KV head) run as
     // one thread-block cluster and merge their results through distributed
     // shared memory (decode_store_cluster): no merge kernel, nothing written

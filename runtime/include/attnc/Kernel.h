@@ -115,6 +115,8 @@ public:
 
 private:
   Kernel() = default;
+  /// mergesInCluster for the split count the launch has already chosen.
+  bool mergesInCluster(const AttentionArgs &args, int splits) const;
   static constexpr int kMaxClusterSplits = 8; ///< the portable cluster size
   const CudaDriver *cu_ = nullptr;
   Spec spec_;
