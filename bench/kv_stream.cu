@@ -7,10 +7,15 @@
 // one 16-byte piece per tile, on PERF.md's five decode rows. Per row it
 // times three cache layouts (contiguous [B][H][N][d]; pages of 16 tokens as
 // [page][16][H][d], "nhd", bench.py's layout; and [page][H][16][d], "hnd")
-// and three copy methods: cp.async from every thread, 16 bytes each (what
-// the kernels use); cp.async.bulk, one 256-byte row per thread, completing
-// on an mbarrier; and TMA (cp.async.bulk.tensor, 2 KiB boxes of a page's
-// rows for one head, one thread issuing), each at several depths. GB/s of
+// and four copy methods, each at several depths: cp.async from every
+// thread, 16 bytes each (what the kernels use); cp.async.bulk, one 256-byte
+// row per thread, completing on an mbarrier; TMA (cp.async.bulk.tensor,
+// 2 KiB boxes of a page's rows for one head, one thread issuing); and plain
+// 16-byte loads into registers (ld.global.nc, no shared memory). Two more
+// nhd variants: the pages in order instead of shuffled, and "all heads",
+// where a block reads every head's row of its share of the sequence's
+// tokens (whole 2 KiB token rows) instead of one head's row of every token,
+// the same bytes and tiles per block. GB/s of
 // K + V read, median of 30 launches; the split count follows the runtime's
 // rule (chooseSplits) at the occupancy each variant gets.
 //
@@ -26,12 +31,13 @@
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include <numeric>
 #include <random>
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
 
-enum { NHD = 0, HND = 1, CONTIG = 2 };
-enum { CPASYNC = 0, BULK = 1, TMA = 2 };
+enum { NHD = 0, HND = 1, CONTIG = 2, ALLH = 3 };
+enum { CPASYNC = 0, BULK = 1, TMA = 2, LDG = 3 };
 
 __device__ __forceinline__ unsigned saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
@@ -71,9 +77,14 @@ __global__ void __launch_bounds__(128, 1) probe(const Args a, const __grid_const
 #pragma unroll
       for (int step = 0; step < 8; ++step) {
         const int p = tid + step * 128, r = p / 16, c = p % 16;
-        const int t = j * 64 + r;
+        int t = j * 64 + r, hh = h;
+        if (kLayout == ALLH) { // the block's share of the sequence's tokens, every head's row of each
+          const int idx = j * 64 + r;
+          t = h * (a.n / a.hkv) + idx / a.hkv;
+          hh = idx % a.hkv;
+        }
         const int page = kLayout == CONTIG ? 0 : __ldg(table + t / 16);
-        const long long off = rowoff<kLayout>(a, seq, h, t, page) + c * 16;
+        const long long off = rowoff<kLayout == ALLH ? NHD : kLayout>(a, seq, hh, t, page) + c * 16;
         const int dst = r * 256 + ((c ^ (r % 8)) * 16);
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sk + dst)), "l"(a.k + off));
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sv + dst)), "l"(a.v + off));
@@ -135,6 +146,48 @@ __global__ void __launch_bounds__(128, 1) probe(const Args a, const __grid_const
   if ((accv.x ^ accv.y ^ accv.z ^ accv.w) == 0x12345678u) a.sink[0] = 1.f;
 }
 
+// No shared memory: every thread loads its 16 K and 16 V bytes-pieces of a tile straight into
+// registers (ld.global.nc, 16 bytes each), kDepth tiles in flight, and touches them when the
+// tile's turn comes.
+template <int kLayout, int kDepth>
+__global__ void __launch_bounds__(128, 2) probeLdg(const Args a, const __grid_constant__ CUtensorMap,
+                                                   const __grid_constant__ CUtensorMap) {
+  const int split = blockIdx.x, h = blockIdx.y, seq = blockIdx.z, tid = threadIdx.x;
+  const int tiles = a.n / 64, lo = split * a.tiles_per_split, hi = min(tiles, lo + a.tiles_per_split);
+  const int *table = a.table + seq * (a.n / 16);
+  uint4 buf[kDepth][16];
+  auto load = [&](int j, uint4 *dst) {
+#pragma unroll
+    for (int step = 0; step < 8; ++step) {
+      const int p = tid + step * 128, r = p / 16, c = p % 16, t = j * 64 + r;
+      const int page = kLayout == CONTIG ? 0 : __ldg(table + t / 16);
+      const long long off = rowoff<kLayout>(a, seq, h, t, page) + c * 16;
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(dst[step].x), "=r"(dst[step].y), "=r"(dst[step].z), "=r"(dst[step].w) : "l"(a.k + off));
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(dst[8 + step].x), "=r"(dst[8 + step].y), "=r"(dst[8 + step].z), "=r"(dst[8 + step].w)
+                   : "l"(a.v + off));
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kDepth; ++i)
+    if (lo + i < hi) load(lo + i, buf[i]);
+  uint4 accv = make_uint4(0, 0, 0, 0);
+  for (int j = lo; j < hi; j += kDepth) {
+#pragma unroll
+    for (int s = 0; s < kDepth; ++s) {
+      if (j + s < hi) {
+#pragma unroll
+        for (int q = 0; q < 16; ++q) {
+          accv.x ^= buf[s][q].x; accv.y ^= buf[s][q].y; accv.z ^= buf[s][q].z; accv.w ^= buf[s][q].w;
+        }
+        if (j + s + kDepth < hi) load(j + s + kDepth, buf[s]);
+      }
+    }
+  }
+  if ((accv.x ^ accv.y ^ accv.z ^ accv.w) == 0x12345678u) a.sink[0] = 1.f;
+}
+
 typedef CUresult (*EncodeFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -163,9 +216,11 @@ struct Cache {
 template <int L, int M, int S>
 void run(const char *name, const Cache &c) {
   const Shape &sh = c.sh;
-  auto kern = probe<L, M, S>;
+  void (*kern)(const Args, const CUtensorMap, const CUtensorMap);
+  if constexpr (M == LDG) kern = probeLdg<L, S>;
+  else kern = probe<L, M, S>;
   const int rowStride = M == BULK ? 272 : 256;
-  const int smemBytes = S * 2 * 64 * rowStride;
+  const int smemBytes = M == LDG ? 0 : S * 2 * 64 * rowStride;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
   int perSM = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSM, kern, 128, smemBytes));
@@ -221,15 +276,24 @@ int main() {
     CK(cudaMemset(c.v, 2, bytes));
     // Sequence s's page i lives at table[s][i], the pages shuffled.
     const int pages = sh.b * (sh.n / 16);
-    std::vector<int> perm(pages);
-    for (int i = 0; i < pages; ++i)
-      perm[i] = i;
+    std::vector<int> inOrder(pages);
+    std::iota(inOrder.begin(), inOrder.end(), 0);
+    std::vector<int> perm = inOrder;
     std::mt19937 rng(1);
     std::shuffle(perm.begin(), perm.end(), rng);
     CK(cudaMalloc(&c.table, pages * 4));
     CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
     run<CONTIG, CPASYNC, 3>("contig cp.async", c);
+    run<NHD, CPASYNC, 3>("nhd cp.async", c);
+    run<ALLH, CPASYNC, 3>("nhd all heads cp.async", c);
+    // The same pages in order: what the shuffle itself costs.
+    CK(cudaMemcpy(c.table, inOrder.data(), pages * 4, cudaMemcpyHostToDevice));
+    run<NHD, CPASYNC, 3>("nhd in order cp.async", c);
+    CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
     run<CONTIG, CPASYNC, 4>("contig cp.async", c);
+    run<NHD, LDG, 1>("nhd ld.global", c);
+    run<NHD, LDG, 2>("nhd ld.global", c);
+    run<CONTIG, LDG, 2>("contig ld.global", c);
     run<NHD, CPASYNC, 2>("nhd cp.async", c);
     run<NHD, CPASYNC, 3>("nhd cp.async", c);
     run<NHD, CPASYNC, 4>("nhd cp.async", c);
