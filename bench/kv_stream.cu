@@ -12,7 +12,8 @@
 // row per thread, completing on an mbarrier; TMA (cp.async.bulk.tensor,
 // 2 KiB boxes of a page's rows for one head, one thread issuing); and plain
 // 16-byte loads into registers (ld.global.nc, no shared memory). Two more
-// nhd variants: the pages in order instead of shuffled, and "all heads",
+// nhd variants: the pages in order instead of shuffled (or shuffled, but
+// each sequence's visited in ascending order), and "all heads",
 // where a block reads every head's row of its share of the sequence's
 // tokens (whole 2 KiB token rows) instead of one head's row of every token,
 // the same bytes and tiles per block. GB/s of
@@ -289,6 +290,13 @@ int main() {
     // The same pages in order: what the shuffle itself costs.
     CK(cudaMemcpy(c.table, inOrder.data(), pages * 4, cudaMemcpyHostToDevice));
     run<NHD, CPASYNC, 3>("nhd in order cp.async", c);
+    // The shuffled pages, each sequence's in ascending order: every block then sweeps
+    // the cache from its start to its end, as all the others do at the same time.
+    std::vector<int> sorted = perm;
+    for (int s = 0; s < sh.b; ++s)
+      std::sort(sorted.begin() + s * (sh.n / 16), sorted.begin() + (s + 1) * (sh.n / 16));
+    CK(cudaMemcpy(c.table, sorted.data(), pages * 4, cudaMemcpyHostToDevice));
+    run<NHD, CPASYNC, 3>("nhd sorted cp.async", c);
     CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
     run<CONTIG, CPASYNC, 4>("contig cp.async", c);
     run<NHD, LDG, 1>("nhd ld.global", c);
