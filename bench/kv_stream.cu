@@ -23,7 +23,10 @@
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a \
 //        -o kv_stream bench/kv_stream.cu -lcuda && ./kv_stream
 //
-// The L2 is not flushed between launches (every row reads at least 256 MiB).
+// The L2 is not flushed between launches (every row reads at least 256 MiB),
+// unless `--flush` is given: then a 256 MiB buffer is zeroed before each
+// launch, as triton's do_bench (bench/bench.py) and attn-gpu-check --bench
+// do, and the launch starts with an L2 full of dirty lines to write back.
 //
 //===----------------------------------------------------------------------===//
 #include <cuda.h>
@@ -34,6 +37,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
 
@@ -195,6 +199,8 @@ typedef CUresult (*EncodeFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, voi
 
 struct Shape { int b, hq, hkv, n; };
 
+constexpr size_t kFlushBytes = size_t(256) << 20;
+
 int chooseSplits(long long blocks, long long slots, long long tiles) {
   long long most = std::clamp<long long>(tiles / 2, 1, 64), best = 1, bestCost = 1LL << 62;
   for (long long s = 1; s <= most; ++s) {
@@ -211,6 +217,7 @@ struct Cache {
   int *table;
   float *sink;
   EncodeFn enc;
+  void *flush; ///< zeroed before each timed launch, or null
 };
 
 /// Times one layout (L), copy method (M) and depth (S) on a row.
@@ -249,6 +256,8 @@ void run(const char *name, const Cache &c) {
   std::vector<float> ms;
   cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
   for (int i = 0; i < 30; ++i) {
+    if (c.flush)
+      CK(cudaMemsetAsync(c.flush, 0, kFlushBytes));
     cudaEventRecord(e0);
     kern<<<grid, 128, smemBytes>>>(a, tk, tv);
     cudaEventRecord(e1);
@@ -262,7 +271,14 @@ void run(const char *name, const Cache &c) {
          bytes / ms[15] / 1e6);
 }
 
-int main() {
+int main(int argc, char **argv) {
+  void *flush = nullptr;
+  if (argc > 1 && std::string(argv[1]) == "--flush")
+    CK(cudaMalloc(&flush, kFlushBytes));
+  else if (argc > 1) {
+    printf("usage: kv_stream [--flush]\n");
+    return 2;
+  }
   EncodeFn enc = nullptr;
   cudaDriverEntryPointQueryResult q;
   CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&enc, 12000, cudaEnableDefault, &q));
@@ -270,7 +286,7 @@ int main() {
   float *sink; CK(cudaMalloc(&sink, 4));
   for (const Shape &sh : shapes) {
     const size_t bytes = (size_t)sh.b * sh.hkv * sh.n * 256;
-    Cache c{sh, nullptr, nullptr, nullptr, sink, enc};
+    Cache c{sh, nullptr, nullptr, nullptr, sink, enc, flush};
     CK(cudaMalloc(&c.k, bytes));
     CK(cudaMalloc(&c.v, bytes));
     CK(cudaMemset(c.k, 1, bytes));
