@@ -103,11 +103,28 @@ KernelCache::KernelCache(std::string dir) : dir_(dir.empty() ? defaultDirectory(
              std::strerror(errno) + "): compiled kernels stay in memory only";
 }
 
+uint64_t templatesDigest(const std::vector<TemplateHeader> &headers) {
+  uint64_t h = 14695981039346656037ull;
+  for (const TemplateHeader &header : headers) {
+    // Each name and contents with its terminating NUL: no two lists of
+    // headers read alike.
+    h = fnv1a(std::string(header.name, std::strlen(header.name) + 1), h);
+    h = fnv1a(std::string(header.contents, std::strlen(header.contents) + 1), h);
+  }
+  return h;
+}
+
 std::string KernelCache::key(const std::string &source, const std::string &prefix,
                              const CudaCompileOptions &options) {
+  static const uint64_t embedded = templatesDigest(templateHeaders());
+  return key(source, prefix, options, embedded);
+}
+
+std::string KernelCache::key(const std::string &source, const std::string &prefix,
+                             const CudaCompileOptions &options, uint64_t templates) {
   std::string material = source;
   for (const std::string &part :
-       {std::string(ATTNC_VERSION), std::to_string(nvrtcVersion()), options.arch,
+       {hex(templates), std::string(ATTNC_VERSION), std::to_string(nvrtcVersion()), options.arch,
         std::string(options.lineInfo ? "lineinfo" : "")})
     material += '\0' + part;
   for (const std::string &extra : options.extra)

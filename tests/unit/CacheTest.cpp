@@ -77,6 +77,30 @@ TEST_CASE("a kernel compiles once, then comes from memory, then from disk in a n
   CHECK(KernelCache::key(src, "probe", sm90()) != KernelCache::key(src, "probe", sm80));
 }
 
+TEST_CASE("the cache key holds the template headers the source includes", "[cache]") {
+  const std::string src = probeSource();
+  const uint64_t embedded = templatesDigest(templateHeaders());
+  CHECK(KernelCache::key(src, "probe", sm90()) == KernelCache::key(src, "probe", sm90(), embedded));
+  // One byte of one header changed: another digest, another key.
+  std::vector<std::string> contents;
+  for (const TemplateHeader &h : templateHeaders())
+    contents.push_back(h.contents);
+  REQUIRE(!contents.empty());
+  contents[0].back() ^= 1;
+  std::vector<TemplateHeader> edited;
+  for (size_t i = 0; i < contents.size(); ++i)
+    edited.push_back({templateHeaders()[i].name, contents[i].c_str()});
+  const uint64_t other = templatesDigest(edited);
+  CHECK(other != embedded);
+  CHECK(KernelCache::key(src, "probe", sm90(), other) != KernelCache::key(src, "probe", sm90()));
+  // Names count as well as contents, and so does where one header ends.
+  std::vector<TemplateHeader> renamed = edited;
+  renamed[0].name = "attn/renamed.cuh";
+  CHECK(templatesDigest(renamed) != other);
+  CHECK(templatesDigest({{"a", "bc"}}) != templatesDigest({{"ab", "c"}}));
+  CHECK(templatesDigest(edited) == other);
+}
+
 TEST_CASE("a corrupted cubin in the disk cache is rebuilt", "[cache]") {
   TempDir dir;
   const std::string src = probeSource();

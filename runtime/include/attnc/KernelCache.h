@@ -1,9 +1,9 @@
 //===- KernelCache.h - Compiled kernels, in memory and on disk --*- C++ -*-===//
 //
 // A kernel is compiled once per key: the key hashes everything that changes
-// the binary (the emitted source, attnc's version, NVRTC's version, the
-// architecture, the compile options) and carries a readable prefix naming
-// the spec. Lookups go to memory, then to disk, then to NVRTC.
+// the binary (the emitted source, the template headers it includes, attnc's
+// version, NVRTC's version, the architecture, the compile options) and
+// carries a readable prefix naming the spec. Lookups go to memory, then to disk, then to NVRTC.
 //
 // On disk ($ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else
 // ~/.cache/attnc) each entry is one file, written to a temporary file and
@@ -20,6 +20,7 @@
 
 #include "attnc/Nvrtc.h"
 #include "attnc/SingleFlight.h"
+#include "attnc/Templates.h"
 
 #include <memory>
 #include <mutex>
@@ -57,9 +58,13 @@ public:
   CacheLookup get(const std::string &source, const std::string &prefix,
                   const CudaCompileOptions &options);
 
-  /// The key of a source under these options: "<prefix>-<32 hex digits>".
+  /// The key of a source under these options: "<prefix>-<arch>-<32 hex
+  /// digits>", with the embedded templates' digest.
   static std::string key(const std::string &source, const std::string &prefix,
                          const CudaCompileOptions &options);
+  /// The same with a given templates digest (templatesDigest).
+  static std::string key(const std::string &source, const std::string &prefix,
+                         const CudaCompileOptions &options, uint64_t templates);
 
   std::vector<CacheEntry> list() const;
   /// Removes every entry; returns how many.

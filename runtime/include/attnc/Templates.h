@@ -3,6 +3,7 @@
 #ifndef ATTNC_TEMPLATES_H
 #define ATTNC_TEMPLATES_H
 
+#include <cstdint>
 #include <vector>
 
 namespace attn {
@@ -15,6 +16,12 @@ struct TemplateHeader {
 
 /// Every header of templates/attn, embedded at build time.
 const std::vector<TemplateHeader> &templateHeaders();
+
+/// A digest (FNV-1a, 64 bits) of the headers' names and contents, in order.
+/// The kernel cache's key holds that of the embedded headers: a build of
+/// attnc whose templates differ, even under the same version number, does
+/// not take the cubins another one compiled.
+uint64_t templatesDigest(const std::vector<TemplateHeader> &headers);
 
 } // namespace attn
 
