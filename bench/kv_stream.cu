@@ -11,12 +11,12 @@
 // thread, 16 bytes each (what the kernels use); cp.async.bulk, one 256-byte
 // row per thread, completing on an mbarrier; TMA (cp.async.bulk.tensor,
 // 2 KiB boxes of a page's rows for one head, one thread issuing); and plain
-// 16-byte loads into registers (ld.global.nc, no shared memory). Two more
-// nhd variants: the pages in order instead of shuffled (or shuffled, but
-// each sequence's visited in ascending order), and "all heads",
-// where a block reads every head's row of its share of the sequence's
-// tokens (whole 2 KiB token rows) instead of one head's row of every token,
-// the same bytes and tiles per block. GB/s of
+// 16-byte loads into registers (ld.global.nc, no shared memory). More nhd
+// variants: the pages in order instead of shuffled; shuffled, but each
+// sequence's visited in ascending order, or grouped by the sixteenth of the
+// cache they lie in; and "all heads", where a block reads every head's row
+// of its share of the sequence's tokens (whole 2 KiB token rows) instead of
+// one head's row of every token, the same bytes and tiles per block. GB/s of
 // K + V read, median of 30 launches; the split count follows the runtime's
 // rule (chooseSplits) at the occupancy each variant gets.
 //
@@ -313,6 +313,14 @@ int main(int argc, char **argv) {
       std::sort(sorted.begin() + s * (sh.n / 16), sorted.begin() + (s + 1) * (sh.n / 16));
     CK(cudaMemcpy(c.table, sorted.data(), pages * 4, cudaMemcpyHostToDevice));
     run<NHD, CPASYNC, 3>("nhd sorted cp.async", c);
+    // Only roughly so: each sequence's pages grouped by which sixteenth of the cache
+    // they lie in (as a kernel could do with one counting pass over its table row).
+    std::vector<int> grouped = perm;
+    for (int s = 0; s < sh.b; ++s)
+      std::stable_sort(grouped.begin() + s * (sh.n / 16), grouped.begin() + (s + 1) * (sh.n / 16),
+                       [&](int x, int y) { return x / ((pages + 15) / 16) < y / ((pages + 15) / 16); });
+    CK(cudaMemcpy(c.table, grouped.data(), pages * 4, cudaMemcpyHostToDevice));
+    run<NHD, CPASYNC, 3>("nhd by sixteenths", c);
     CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
     run<CONTIG, CPASYNC, 4>("contig cp.async", c);
     run<NHD, LDG, 1>("nhd ld.global", c);
