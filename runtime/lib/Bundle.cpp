@@ -3,6 +3,7 @@
 #include "attnc/Bundle.h"
 
 #include <map>
+#include <string>
 #include <mutex>
 #include <utility>
 
@@ -11,7 +12,7 @@ namespace attn {
 namespace {
 struct Registry {
   std::mutex mutex;
-  std::vector<std::string> names;
+  std::vector<std::string> names, errors;
   std::vector<const BundleEntry *> entries;
   std::map<std::pair<std::string, std::string>, const BundleEntry *> bySpec;
 };
@@ -25,9 +26,17 @@ Registry &registry() {
 } // namespace
 
 BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entries,
-                                       size_t count) {
+                                       size_t count, size_t entry_bytes) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  if (entry_bytes != sizeof(BundleEntry)) {
+    // Its entries cannot be read with this layout: none of them is used.
+    r.errors.push_back("bundle " + std::string(name) + ": compiled with entries of " +
+                       std::to_string(entry_bytes) + " bytes, this attnc's are " +
+                       std::to_string(sizeof(BundleEntry)) +
+                       " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
+    return;
+  }
   r.names.push_back(name);
   for (size_t i = 0; i < count; ++i) {
     r.entries.push_back(&entries[i]);
@@ -54,6 +63,12 @@ std::vector<std::string> bundleNames() {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   return r.names;
+}
+
+std::vector<std::string> bundleErrors() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.errors;
 }
 
 } // namespace attn

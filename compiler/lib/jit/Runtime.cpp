@@ -117,6 +117,8 @@ KernelLookup Runtime::build(const Spec &spec) {
   } else if (aotOnly_) {
     out.error = spec.str() + " is in no linked AOT bundle built for " + arch_ +
                 " (AOT-only mode: no JIT)";
+    for (const std::string &refused : bundleErrors())
+      out.error += "; " + refused;
     return out;
   } else {
     if (!emitCudaForSpec(spec, source, shape, out.error))

@@ -30,9 +30,14 @@ struct BundleEntry {
 };
 
 /// Registers a bundle's entries (called by the generated source's static
-/// initialiser). The entries must live for the whole program.
+/// initialiser). The entries must live for the whole program. `entry_bytes`
+/// is sizeof(BundleEntry) as the bundle's source saw it: a bundle compiled
+/// against another layout of BundleEntry (an older attnc's header) is
+/// refused, its kernels left out, and named by bundleErrors(). (An object
+/// compiled before this argument existed does not link at all.)
 struct BundleRegistration {
-  BundleRegistration(const char *name, const BundleEntry *entries, size_t count);
+  BundleRegistration(const char *name, const BundleEntry *entries, size_t count,
+                     size_t entry_bytes = sizeof(BundleEntry));
 };
 
 /// The entry of `spec` (canonical form) built for `arch`, or null.
@@ -43,6 +48,9 @@ std::vector<const BundleEntry *> bundledKernels();
 
 /// The registered bundles' names.
 std::vector<std::string> bundleNames();
+
+/// One line per refused bundle: its name and why.
+std::vector<std::string> bundleErrors();
 
 } // namespace attn
 
