@@ -1,4 +1,11 @@
-"""attnc against PyTorch SDPA (flash, cuDNN) and FlexAttention on PERF.md's shapes.
+"""attnc against PyTorch SDPA (flash, cuDNN) and FlexAttention on the benchmark's shapes.
+
+The shapes (bf16): prefill with head_dim 64 and 128, N = 1024, 4096, 16384, causal and
+not, B * N = 16384 tokens, H * head_dim = 2048, contiguous K/V (12 rows); decode of one
+query token, head_dim 128, on five GQA rows (B, query / KV heads, KV length): 64, 32/8,
+1024; 64, 32/8, 4096; 16, 32/8, 16384; 128, 32/8, 4096; 8, 64/8, 32768, attnc reading
+K/V through a block table of 16-token pages over shuffled pages, the anchors the same
+cache contiguous.
 
     python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--profile]
 

@@ -4,7 +4,7 @@
 // nothing else? Each block is one (split, KV head, sequence), 128 threads,
 // as in attnc's decode kernels and cuDNN's; it copies 64-key tiles (K and V,
 // head_dim 128, bf16) through a pipeline of shared-memory stages and touches
-// one 16-byte piece per tile, on PERF.md's five decode rows. Per row it
+// one 16-byte piece per tile, on the benchmark's five decode rows. Per row it
 // times three cache layouts (contiguous [B][H][N][d]; pages of 16 tokens as
 // [page][16][H][d], "nhd", bench.py's layout; and [page][H][16][d], "hnd")
 // and four copy methods, each at several depths: cp.async from every

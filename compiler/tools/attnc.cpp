@@ -215,7 +215,7 @@ Commands:
   attnc run       run a spec's kernel (CPU or GPU) and check it against textbook attention
   attnc trace     follow one query row through the recurrence, tile by tile
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
-  attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else ~/.cache/attnc)
+  attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else ~/.cache/attnc)
   attnc tune      time a spec's candidate tiles and pipeline depths on the GPU; the fastest become its defaults
   attnc aot       compile a file of specs into a bundle an application links (no NVRTC at run time)
 Run `attnc <command> --help` for a command's flags.
@@ -228,7 +228,7 @@ A spec is a comma-separated list of field=value pairs; unset fields take default
   tile_kv     keys per KV tile                                  (target default, or tuned)
   mask        none | causal | sliding_window(W)                 (none)
   page_size   0 = contiguous KV, else tokens per page (decode needs >= 1)  (0)
-  gqa         num_q_heads / num_kv_heads, >= 1                  (1)
+  gqa         num_q_heads / num_kv_heads, 1..256                (1)
   return_lse  true | false                                      (false)
   target      sm_80 | sm_90a | cpu                              (sm_90a)
   split_kv    decode only: auto | number of splits              (auto)

@@ -11,7 +11,7 @@
 // a launch captured in a CUDA graph and replayed gives the same bits, bad
 // arguments are refused before launching, and the checking mode finds a
 // block-table entry outside the cache. --jit times the JIT through the
-// kernel cache (cold NVRTC, disk hit, memory hit); --bench times PERF.md's
+// kernel cache (cold NVRTC, disk hit, memory hit); --bench times the benchmark's
 // prefill and paged-decode shapes, once per --variant (extra spec fields such
 // as tile sizes or stages; a variant one family's specs refuse is said and
 // left to the other) when given, and for each --source (a prefill or decode
@@ -315,7 +315,7 @@ double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
   return std::isfinite(num) && den > 0 ? std::sqrt(num / den) : INFINITY;
 }
 
-/// PERF.md's shapes: prefill (bf16, contiguous, batch * seqlen = 16384,
+/// The benchmark's shapes (bench/bench.py): prefill (bf16, contiguous, batch * seqlen = 16384,
 /// heads * head_dim = 2048; TFLOP/s with FLOPs = 4 B H N^2 d, halved when
 /// causal) and decode (bf16, hd 128, one query token, a page-16 block
 /// table with shuffled pages; GB/s of K + V bytes read).

@@ -14,7 +14,7 @@
 #    attn::attention call per kernel, checked against the reference), JIT at
 #    model load (cold, memory-warm, disk-warm), the Llama from transformers
 #    with attnc's attention (logits against SDPA's).
-# 6. With --bench: PERF.md's shapes, attnc then PyTorch SDPA in the same run,
+# 6. With --bench: the benchmark's shapes (bench/bench.py), attnc then PyTorch SDPA in the same run,
 #    then bench/bench.py (attnc through Python against SDPA and FlexAttention).
 # Last, a short summary (tests/gpu/ratios.py --summary), saved with every row as
 # LOG_DIR/results.json.

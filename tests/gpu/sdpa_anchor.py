@@ -1,4 +1,4 @@
-"""PyTorch SDPA anchors on PERF.md's shapes, in the same run as attnc.
+"""PyTorch SDPA anchors on the benchmark's shapes (bench/bench.py), in the same run as attnc.
 
     python3 sdpa_anchor.py        prints ms and TFLOP/s (prefill) or GB/s (decode)
                                   for the flash and cuDNN backends
