@@ -17,6 +17,7 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -78,6 +79,36 @@ bool writeFile(const std::string &path, const std::string &bytes, std::string &e
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out.flush()) {
     error = "cannot write " + path;
+    return false;
+  }
+  return true;
+}
+
+/// Whether `dir` is a folder `attnc aot` wrote: its manifest's first line is
+/// ours, and it holds nothing but manifest.txt, bundle.cpp and cubins/. Only
+/// such a folder is replaced by --force; anything else is the user's.
+bool isBundleFolder(const std::string &dir, std::string &why) {
+  if (!llvm::sys::fs::is_directory(dir)) {
+    why = "it is not a folder";
+    return false;
+  }
+  std::ifstream manifest(dir + "/manifest.txt");
+  std::string first;
+  if (!manifest || !std::getline(manifest, first) || first.rfind("# attnc ", 0) != 0 ||
+      first.find(" AOT bundle '") == std::string::npos) {
+    why = "it has no manifest.txt written by attnc aot";
+    return false;
+  }
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
+    const std::string name = llvm::sys::path::filename(it->path()).str();
+    if (name != "manifest.txt" && name != "bundle.cpp" && name != "cubins") {
+      why = "it holds " + name + ", which attnc aot does not write";
+      return false;
+    }
+  }
+  if (ec) {
+    why = "it cannot be listed (" + ec.message() + ")";
     return false;
   }
   return true;
@@ -156,6 +187,17 @@ int verify(const std::string &dir) {
                    << spec << "\n",
           ++problems;
   }
+  // bundle.cpp registers exactly the manifest's kernels: one entry line each.
+  int registered = 0;
+  for (size_t at = source.str().find("\n    {\""); at != std::string::npos;
+       at = source.str().find("\n    {\"", at + 1))
+    ++registered;
+  if (kernels == 0)
+    llvm::errs() << "attnc aot: " << dir << "/manifest.txt lists no kernel\n", ++problems;
+  if (registered != kernels)
+    llvm::errs() << "attnc aot: " << dir << "/bundle.cpp registers " << registered
+                 << " kernel(s), the manifest lists " << kernels << "\n",
+        ++problems;
   if (problems)
     return fail(std::to_string(problems) + " problem(s) in " + dir);
   llvm::outs() << dir << ": " << kernels << " kernels, cubins and bundle.cpp match the manifest\n";
@@ -225,8 +267,21 @@ int aot(const AotOptions &o) {
                 "(--skip-bad compiles the others)");
   if (jobs.empty())
     return fail(o.specsFile + " holds no spec");
-  if (llvm::sys::fs::exists(o.output) && !o.force)
-    return fail(o.output + " exists (--force replaces it)");
+  if (llvm::sys::fs::exists(o.output)) {
+    if (!o.force)
+      return fail(o.output + " exists (--force replaces it)");
+    std::string why;
+    if (!isBundleFolder(o.output, why))
+      return fail(o.output + " exists and is not a bundle folder (" + why +
+                  "): --force replaces only a bundle folder; nothing written");
+  }
+  // Everything is written under a temporary name, then renamed: made now, so
+  // that an output that cannot be written is said before any compile.
+  const std::string tmp = o.output + ".tmp." + std::to_string(getpid());
+  llvm::sys::fs::remove_directories(tmp);
+  if (std::error_code ec = llvm::sys::fs::create_directories(tmp + "/cubins"))
+    return fail("cannot write " + o.output + " (" + ec.message() + " for " + tmp +
+                "); nothing compiled");
 
   // Compile in parallel: one job at a time per worker, progress as they end.
   const unsigned workers = std::max(1u, std::min<unsigned>(
@@ -273,8 +328,10 @@ int aot(const AotOptions &o) {
                    << "): " << j.error << "\n";
       ++failed;
     }
-  if (failed)
+  if (failed) {
+    llvm::sys::fs::remove_directories(tmp);
     return fail(std::to_string(failed) + " kernel(s) failed; nothing written");
+  }
 
   // Write everything under a temporary name, then rename.
   std::string bundleName = o.name;
@@ -285,11 +342,7 @@ int aot(const AotOptions &o) {
     bundleName = base.substr(base.find_last_of('/') + 1);
   }
   bundleName = identifier(bundleName);
-  const std::string tmp = o.output + ".tmp." + std::to_string(getpid());
   std::string error;
-  llvm::sys::fs::remove_directories(tmp);
-  if (llvm::sys::fs::create_directories(tmp + "/cubins"))
-    return fail("cannot create " + tmp);
   std::ostringstream manifest;
   manifest << "# attnc " << ATTNC_VERSION << " AOT bundle '" << bundleName << "': " << jobs.size()
            << " kernels\n# arch spec cubin threads shared_bytes merge_threads registers "
@@ -306,16 +359,26 @@ int aot(const AotOptions &o) {
   }
   ok = ok && writeFile(tmp + "/manifest.txt", manifest.str(), error) &&
        writeFile(tmp + "/bundle.cpp", bundleSource(bundleName, jobs), error);
-  if (ok && o.force)
-    llvm::sys::fs::remove_directories(o.output);
+  // An old bundle (checked above) steps aside first and is removed only once
+  // the new one is in place; if the rename fails it comes back.
+  const std::string old = o.output + ".old." + std::to_string(getpid());
+  const bool replacing = ok && llvm::sys::fs::exists(o.output);
+  if (replacing && llvm::sys::fs::rename(o.output, old)) {
+    error = "cannot move the old bundle " + o.output + " aside";
+    ok = false;
+  }
   if (ok && llvm::sys::fs::rename(tmp, o.output)) {
     error = "cannot rename " + tmp + " to " + o.output;
     ok = false;
+    if (replacing)
+      llvm::sys::fs::rename(old, o.output);
   }
   if (!ok) {
     llvm::sys::fs::remove_directories(tmp);
     return fail(error + "; nothing written");
   }
+  if (replacing)
+    llvm::sys::fs::remove_directories(old);
   llvm::outs() << "bundle '" << bundleName << "': " << jobs.size() << " kernels compiled in "
                << llvm::format("%.1f", seconds) << " s with " << workers << " workers -> "
                << o.output << "/{bundle.cpp,manifest.txt,cubins/}\n";
