@@ -129,11 +129,30 @@ bool read(const std::string &path, Array &out, std::string &error) {
     }
     out.shape.push_back(v);
   }
-  const int64_t bytes = out.size() * elementSize(out.kind);
+  // The data the shape needs, counted without overflow, against what the file
+  // holds after the header: a header never makes us allocate more than the file.
+  const std::streamoff dataAt = in.tellg();
+  in.seekg(0, std::ios::end);
+  const int64_t available = static_cast<int64_t>(in.tellg() - dataAt);
+  in.seekg(dataAt);
+  int64_t bytes = elementSize(out.kind);
+  bool overflow = false;
+  for (int64_t d : out.shape)
+    overflow = __builtin_mul_overflow(bytes, d, &bytes) || overflow;
+  for (int64_t d : out.shape)
+    if (d == 0) { // no data at all
+      bytes = 0;
+      overflow = false;
+    }
+  if (overflow || bytes > available) {
+    error = path + ": truncated: the shape " + out.shapeText() + " needs " +
+            (overflow ? std::string("more than 2^63") : std::to_string(bytes)) +
+            " bytes of data, the file holds " + std::to_string(available);
+    return false;
+  }
   out.bytes.resize(bytes);
   if (bytes > 0 && !in.read(out.bytes.data(), bytes)) {
-    error = path + ": truncated: the shape " + out.shapeText() + " needs " +
-            std::to_string(bytes) + " bytes of data";
+    error = path + ": cannot read " + std::to_string(bytes) + " bytes of data";
     return false;
   }
   return true;

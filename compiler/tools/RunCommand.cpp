@@ -17,10 +17,12 @@
 #endif
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
 #include <cstring>
+#include <unistd.h>
 
 namespace attn::cli {
 
@@ -160,6 +162,32 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
   return true;
 }
 
+/// "" when the random inputs and outputs of these sizes fit in half of the
+/// machine's memory; else why not (sizes counted without overflow).
+template <typename T>
+std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t qLen,
+                      int64_t kvLen) {
+  // Per sequence: q and out (query heads), k and v (KV heads), head_dim each.
+  int64_t qHeads = 0, qRows = 0, kvRows = 0, perSeq = 0, total = 0, bytes = 0;
+  const bool overflow =
+      __builtin_mul_overflow(kvHeads, spec.gqa, &qHeads) ||
+      __builtin_mul_overflow(qHeads, qLen, &qRows) ||
+      __builtin_mul_overflow(kvHeads, kvLen, &kvRows) ||
+      __builtin_add_overflow(qRows, kvRows, &perSeq) ||
+      __builtin_mul_overflow(perSeq, 2 * spec.head_dim, &perSeq) ||
+      __builtin_mul_overflow(perSeq, batch, &total) ||
+      __builtin_mul_overflow(total, static_cast<int64_t>(sizeof(T)), &bytes);
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (!overflow && double(bytes) <= memory / 2)
+    return "";
+  auto gib = [](double b) { return llvm::formatv("{0:f1} GiB", b / double(1ull << 30)).str(); };
+  return "--batch " + std::to_string(batch) + ", --num-kv-heads " + std::to_string(kvHeads) +
+         ", --q-len " + std::to_string(qLen) + ", --kv-len " + std::to_string(kvLen) +
+         ": the inputs and outputs need " +
+         (overflow ? std::string("more than 2^63 bytes") : gib(double(bytes))) +
+         ", more than half of this machine's " + gib(memory) + "; use smaller sizes";
+}
+
 /// The batch to run: the .npy inputs, or random ones (seed printed).
 template <typename T>
 bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
@@ -177,6 +205,8 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
   const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
   if (qLen < 0 || kvLen < 0)
     return error = "--q-len and --kv-len must be >= 0", false;
+  if (std::string why = inputsFit<T>(spec, o.batch, o.numKVHeads, qLen, kvLen); !why.empty())
+    return error = why, false;
   std::vector<std::pair<int64_t, int64_t>> lengths;
   for (int64_t i = 0; i < o.batch; ++i) {
     if (!o.ragged) {
