@@ -18,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fstream>
+#include <unistd.h>
 #include <random>
 #include <sstream>
 
@@ -108,7 +109,17 @@ int explain(const ExplainOptions &o) {
     return 1;
   }
   const Spec spec = *parsed.spec;
+  if (spec.mode == Mode::Decode) {
+    llvm::errs() << "attnc explain: mode = decode: explain models prefill, N queries over N "
+                    "keys (the score matrix is what the kernel avoids); a decode step reads "
+                    "each K and V row once either way: give a prefill spec\n";
+    return 1;
+  }
   std::vector<int64_t> lengths;
+  if (o.lengths.empty() || o.lengths.back() == ',') {
+    llvm::errs() << "attnc explain: --lengths: '' is not a length in 1..1048576\n";
+    return 1;
+  }
   {
     std::istringstream in(o.lengths);
     std::string item;
@@ -187,7 +198,16 @@ int explain(const ExplainOptions &o) {
       return 1;
     }
   }
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   for (int64_t n : lengths) {
+    // The textbook run holds the N x N scores (and the inputs): not past half of memory.
+    const double need = double(n) * n * 4 + 5.0 * n * d * 4;
+    if (need > memory / 2) {
+      llvm::outs() << llvm::format("%8lld   (not measured: textbook attention needs %s here, "
+                                   "more than half of this machine's %s)\n",
+                                   (long long)n, bytes(need).c_str(), bytes(memory).c_str());
+      continue;
+    }
     std::vector<float> q(n * d), k(n * d), v(n * d), o1(n * d), o2(n * d);
     for (auto *buf : {&q, &k, &v})
       for (float &x : *buf)
