@@ -21,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <unistd.h>
 
@@ -113,6 +114,10 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
     return error = "page_size = " + std::to_string(spec.page_size) +
                    ": a paged cache needs --block-table and --kv-len",
            false;
+  if (!paged && !o.blockTable.empty())
+    return error = "--block-table: page_size = 0 reads a contiguous cache (give page_size in "
+                   "the spec for a paged one)",
+           false;
   npy::Array q, k, v;
   if (!readInput<T>(o.q, "q", 3, kind, q, error) ||
       !readInput<T>(o.k, "k", paged ? 4 : 3, kind, k, error) ||
@@ -126,7 +131,11 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
                    " and k is " + k.shapeText(),
            false;
   const int64_t hkv = paged ? k.shape[2] : k.shape[0];
-  if (hkv < 1 || q.shape[0] != hkv * spec.gqa)
+  if (hkv < 1 || q.shape[0] < 1)
+    return error = "q has " + std::to_string(q.shape[0]) + " heads and k has " +
+                   std::to_string(hkv) + ": both need at least one",
+           false;
+  if (q.shape[0] != hkv * spec.gqa)
     return error = "q has " + std::to_string(q.shape[0]) + " heads and k has " +
                    std::to_string(hkv) + ": gqa = " + std::to_string(spec.gqa) + " needs " +
                    std::to_string(hkv * spec.gqa) + " query heads",
@@ -135,6 +144,10 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
   batch.numKVHeads = hkv;
   harness::Sequence<T> s;
   s.qLen = q.shape[1];
+  if (o.qLen && *o.qLen != s.qLen)
+    return error = "--q-len " + std::to_string(*o.qLen) + " but q holds " +
+                   std::to_string(s.qLen) + " tokens",
+           false;
   s.q = values<T>(q);
   if (paged) {
     if (k.shape[1] != spec.page_size)
@@ -157,6 +170,37 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
     s.kvLen = k.shape[1];
     s.k = values<T>(k);
     s.v = values<T>(v);
+  }
+  // Attention of a NaN or an infinity is not defined by the reference: such
+  // inputs are refused, not reported as the kernel's errors. A paged cache's
+  // slots that no token of the sequence maps to may hold anything.
+  auto finite = [&](const std::vector<T> &x, size_t at, size_t count, const std::string &what,
+                    const std::string &path) {
+    for (size_t i = at; i < at + count && i < x.size(); ++i)
+      if (!std::isfinite(x[i]))
+        return error = what + " (" + path + ") holds " + (std::isnan(x[i]) ? "NaN" : "an infinity") +
+                       " at element " + std::to_string(i) + ": the inputs must be finite",
+               false;
+    return true;
+  };
+  if (!finite(s.q, 0, s.q.size(), "q", o.q))
+    return false;
+  if (!paged && !(finite(s.k, 0, s.k.size(), "k", o.k) && finite(s.v, 0, s.v.size(), "v", o.v)))
+    return false;
+  // (A table too short for kv_len, or with an entry outside the cache, is said
+  // by the checks of the launch: then this one waits.)
+  const int64_t used = (s.kvLen + spec.page_size - 1) / std::max<int64_t>(spec.page_size, 1);
+  bool tableFits = paged && int64_t(s.table.size()) >= used;
+  for (int64_t i = 0; tableFits && i < used; ++i)
+    tableFits = s.table[i] >= 0 && s.table[i] < batch.numPages;
+  if (tableFits) {
+    const size_t row = static_cast<size_t>(hkv * d);
+    for (int64_t t = 0; t < s.kvLen; ++t) {
+      const int64_t page = s.table[t / spec.page_size];
+      const size_t at = (page * spec.page_size + t % spec.page_size) * row;
+      if (!finite(batch.kCache, at, row, "k", o.k) || !finite(batch.vCache, at, row, "v", o.v))
+        return false;
+    }
   }
   batch.sequences.push_back(std::move(s));
   return true;
@@ -193,6 +237,14 @@ template <typename T>
 bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
                   harness::Batch<T> &batch, std::string &error) {
   const bool fromFiles = !o.q.empty();
+  if (o.numSplits && spec.mode != Mode::Decode)
+    return error = "--num-splits: prefill has no KV splits (a decode spec's)", false;
+  if (o.numSplits && spec.split_kv != kSplitKVAuto && *o.numSplits != spec.split_kv)
+    return error = "--num-splits " + std::to_string(*o.numSplits) + " but the spec says split_kv = " +
+                   std::to_string(spec.split_kv) + " (--num-splits is for split_kv = auto)",
+           false;
+  if (!o.out.empty() && o.out == o.lse)
+    return error = "--out and --lse name the same file, " + o.out, false;
   if (!fromFiles && (!o.k.empty() || !o.v.empty() || !o.blockTable.empty()))
     return error = "--k, --v and --block-table come with --q", false;
   if ((!o.out.empty() || !o.lse.empty()) && !fromFiles && o.batch != 1)
