@@ -411,11 +411,18 @@ struct Reader {
     return SpecError{field, quoted(value), rule};
   }
 
+  /// " (...)" when `digits` is a whole number too long for parseCount.
+  static std::string tooLong(const std::string &digits) {
+    const bool allDigits = !digits.empty() &&
+        digits.find_first_not_of("0123456789") == std::string::npos;
+    return allDigits && digits.size() > 9 ? " (numbers in a spec stop below 10^9)" : "";
+  }
+
   std::optional<SpecError> count(const std::string &field, const std::string &value,
                                  int64_t &out) {
     auto v = parseCount(value);
     if (!v)
-      return bad(field, value, "expected a non-negative integer");
+      return bad(field, value, "expected a non-negative integer" + tooLong(value));
     out = *v;
     return std::nullopt;
   }
@@ -480,7 +487,7 @@ struct Reader {
         return std::nullopt;
       }
       if (auto e = count(field, value, spec.split_kv))
-        return bad(field, value, "expected auto or a number of splits >= 1");
+        return bad(field, value, "expected auto or a number of splits >= 1" + tooLong(value));
       if (spec.split_kv == 0)
         return bad(field, value, "expected auto or a number of splits >= 1");
     } else if (field == "stages") {
@@ -489,7 +496,7 @@ struct Reader {
         return std::nullopt;
       }
       if (count(field, value, spec.stages) || spec.stages == 0)
-        return bad(field, value, "expected auto or a number of K/V stages >= 1");
+        return bad(field, value, "expected auto or a number of K/V stages >= 1" + tooLong(value));
     } else if (field == "mma") {
       if (value == "auto")
         spec.mma = MmaKind::Auto;
@@ -517,7 +524,8 @@ struct Reader {
       std::string w = trim(value.substr(prefix.size(), value.size() - prefix.size() - 1));
       auto v = parseCount(w);
       if (!v)
-        return bad("mask", value, "the window of sliding_window(W) must be an integer >= 1");
+        return bad("mask", value,
+                   "the window of sliding_window(W) must be an integer >= 1" + tooLong(w));
       spec.mask = {MaskKind::SlidingWindow, *v};
       return std::nullopt;
     }
