@@ -63,6 +63,12 @@ int tune(const TuneOptions &o) {
   TuningTable::install(nullptr);
   if (mentions(o.spec, "tile_q") || mentions(o.spec, "tile_kv") || mentions(o.spec, "stages"))
     return fail("tune chooses tile_q, tile_kv and stages: leave them out of --spec");
+  // The spec is checked before the GPU is looked for, so a bad spec or a CPU
+  // target is said on any machine (with the default target while none is named).
+  if (SpecResult alone = parseSpec(o.spec); !alone)
+    return fail(alone.error->message());
+  else if (!alone.spec->isGPU())
+    return fail("the spec says target = cpu; tune measures GPU kernels");
   std::string error;
   std::unique_ptr<Runtime> rt = Runtime::create(error);
   if (!rt)

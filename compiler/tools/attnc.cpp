@@ -24,6 +24,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -351,6 +352,21 @@ static int runCache() {
   llvm::errs() << "attnc cache: this attnc was built without NVRTC (no CUDA toolkit found)\n";
   return 1;
 #else
+  if (cacheAction != "list" && cacheAction != "clear") {
+    llvm::errs() << "attnc cache: unknown action '" << cacheAction << "': expected list or clear\n";
+    return 1;
+  }
+  // Listing or clearing creates nothing: a missing folder holds no kernels.
+  const std::string dir = attn::KernelCache::defaultDirectory();
+  if (!llvm::sys::fs::exists(dir)) {
+    llvm::outs() << (cacheAction == "clear" ? "removed 0 kernels: " : "0 kernels: ") << dir
+                 << " does not exist\n";
+    return 0;
+  }
+  if (!llvm::sys::fs::is_directory(dir)) {
+    llvm::errs() << "attnc cache: " << dir << " is not a folder (set ATTNC_CACHE_DIR to one)\n";
+    return 1;
+  }
   attn::KernelCache cache;
   if (!cache.warning().empty())
     llvm::errs() << cache.warning() << "\n";
@@ -358,10 +374,6 @@ static int runCache() {
     int removed = cache.clear();
     llvm::outs() << "removed " << removed << " kernels from " << cache.directory() << "\n";
     return 0;
-  }
-  if (cacheAction != "list") {
-    llvm::errs() << "attnc cache: unknown action '" << cacheAction << "': expected list or clear\n";
-    return 1;
   }
   long long total = 0;
   auto entries = cache.list();
