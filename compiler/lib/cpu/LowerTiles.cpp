@@ -335,20 +335,27 @@ void lower(LoadQTileOp op, Emitter &e) {
   Value src = op.getSource();
   Value valid = validRows(e, e.dim(src, 1), op.getQStart(), tileQ);
   Value tile = e.filled(type, {e.index(tileQ * group)}, 0.0);
-  for (int64_t g = 0; g < group; ++g) {
-    Value head = arith::AddIOp::create(e.b, e.loc, op.getHead(), e.index(g));
-    auto rowsType = RankedTensorType::get({ShapedType::kDynamic, headDim}, type.getElementType());
-    Value rows = tensor::ExtractSliceOp::create(
-        e.b, e.loc, rowsType, src, ValueRange{head, op.getQStart()}, ValueRange{valid}, ValueRange{},
-        e.b.getDenseI64ArrayAttr({ShapedType::kDynamic, ShapedType::kDynamic, 0}),
-        e.b.getDenseI64ArrayAttr({1, ShapedType::kDynamic, headDim}),
-        e.b.getDenseI64ArrayAttr({1, 1, 1}));
-    tile = tensor::InsertSliceOp::create(
-        e.b, e.loc, rows, tile, ValueRange{e.index(g * tileQ)}, ValueRange{valid}, ValueRange{},
-        e.b.getDenseI64ArrayAttr({ShapedType::kDynamic, 0}),
-        e.b.getDenseI64ArrayAttr({ShapedType::kDynamic, headDim}), e.b.getDenseI64ArrayAttr({1, 1}));
-  }
-  op.getResult().replaceAllUsesWith(tile);
+  // One loop over the group's heads (not one copy of the code per head: a
+  // group of 256 would make the compile slow).
+  Value tileQValue = e.index(tileQ);
+  auto rowsType = RankedTensorType::get({ShapedType::kDynamic, headDim}, type.getElementType());
+  auto heads = scf::ForOp::create(
+      e.b, e.loc, e.index(0), e.index(group), e.index(1), ValueRange{tile},
+      [&](OpBuilder &b, Location l, Value g, ValueRange iter) {
+        Value head = arith::AddIOp::create(b, l, op.getHead(), g);
+        Value rows = tensor::ExtractSliceOp::create(
+            b, l, rowsType, src, ValueRange{head, op.getQStart()}, ValueRange{valid}, ValueRange{},
+            b.getDenseI64ArrayAttr({ShapedType::kDynamic, ShapedType::kDynamic, 0}),
+            b.getDenseI64ArrayAttr({1, ShapedType::kDynamic, headDim}),
+            b.getDenseI64ArrayAttr({1, 1, 1}));
+        Value at = arith::MulIOp::create(b, l, g, tileQValue);
+        Value filled = tensor::InsertSliceOp::create(
+            b, l, rows, iter[0], ValueRange{at}, ValueRange{valid}, ValueRange{},
+            b.getDenseI64ArrayAttr({ShapedType::kDynamic, 0}),
+            b.getDenseI64ArrayAttr({ShapedType::kDynamic, headDim}), b.getDenseI64ArrayAttr({1, 1}));
+        scf::YieldOp::create(b, l, filled);
+      });
+  op.getResult().replaceAllUsesWith(heads.getResult(0));
 }
 
 void lower(StoreOTileOp op, Emitter &e) {
@@ -370,25 +377,31 @@ void lower(StoreOTileOp op, Emitter &e) {
   Value dest = op.getDest();
   Value valid = validRows(e, e.dim(dest, 1), op.getQStart(), tileQ);
   const int64_t dyn = ShapedType::kDynamic;
-  for (int64_t g = 0; g < group; ++g) {
-    Value head = arith::AddIOp::create(e.b, e.loc, op.getHead(), e.index(g));
-    SmallVector<int64_t> rowSizes = isLse ? SmallVector<int64_t>{dyn} : SmallVector<int64_t>{dyn, headDim};
-    auto rowsType = RankedTensorType::get(rowSizes, destType.getElementType());
-    SmallVector<int64_t> tileOffsets = isLse ? SmallVector<int64_t>{dyn} : SmallVector<int64_t>{dyn, 0};
-    SmallVector<int64_t> ones(rowSizes.size(), 1);
-    Value rows = tensor::ExtractSliceOp::create(
-        e.b, e.loc, rowsType, tile, ValueRange{e.index(g * tileQ)}, ValueRange{valid}, ValueRange{},
-        e.b.getDenseI64ArrayAttr(tileOffsets), e.b.getDenseI64ArrayAttr(rowSizes),
-        e.b.getDenseI64ArrayAttr(ones));
-    SmallVector<int64_t> destOffsets = isLse ? SmallVector<int64_t>{dyn, dyn} : SmallVector<int64_t>{dyn, dyn, 0};
-    SmallVector<int64_t> destSizes = isLse ? SmallVector<int64_t>{1, dyn} : SmallVector<int64_t>{1, dyn, headDim};
-    SmallVector<int64_t> destStrides(destSizes.size(), 1);
-    dest = tensor::InsertSliceOp::create(
-        e.b, e.loc, rows, dest, ValueRange{head, op.getQStart()}, ValueRange{valid}, ValueRange{},
-        e.b.getDenseI64ArrayAttr(destOffsets), e.b.getDenseI64ArrayAttr(destSizes),
-        e.b.getDenseI64ArrayAttr(destStrides));
-  }
-  op.getResult().replaceAllUsesWith(dest);
+  SmallVector<int64_t> rowSizes = isLse ? SmallVector<int64_t>{dyn} : SmallVector<int64_t>{dyn, headDim};
+  auto rowsType = RankedTensorType::get(rowSizes, destType.getElementType());
+  SmallVector<int64_t> tileOffsets = isLse ? SmallVector<int64_t>{dyn} : SmallVector<int64_t>{dyn, 0};
+  SmallVector<int64_t> ones(rowSizes.size(), 1);
+  SmallVector<int64_t> destOffsets = isLse ? SmallVector<int64_t>{dyn, dyn} : SmallVector<int64_t>{dyn, dyn, 0};
+  SmallVector<int64_t> destSizes = isLse ? SmallVector<int64_t>{1, dyn} : SmallVector<int64_t>{1, dyn, headDim};
+  SmallVector<int64_t> destStrides(destSizes.size(), 1);
+  Value tileQValue = e.index(tileQ);
+  // One loop over the group's heads, as in the load.
+  auto heads = scf::ForOp::create(
+      e.b, e.loc, e.index(0), e.index(group), e.index(1), ValueRange{dest},
+      [&](OpBuilder &b, Location l, Value g, ValueRange iter) {
+        Value head = arith::AddIOp::create(b, l, op.getHead(), g);
+        Value at = arith::MulIOp::create(b, l, g, tileQValue);
+        Value rows = tensor::ExtractSliceOp::create(
+            b, l, rowsType, tile, ValueRange{at}, ValueRange{valid}, ValueRange{},
+            b.getDenseI64ArrayAttr(tileOffsets), b.getDenseI64ArrayAttr(rowSizes),
+            b.getDenseI64ArrayAttr(ones));
+        Value stored = tensor::InsertSliceOp::create(
+            b, l, rows, iter[0], ValueRange{head, op.getQStart()}, ValueRange{valid}, ValueRange{},
+            b.getDenseI64ArrayAttr(destOffsets), b.getDenseI64ArrayAttr(destSizes),
+            b.getDenseI64ArrayAttr(destStrides));
+        scf::YieldOp::create(b, l, stored);
+      });
+  op.getResult().replaceAllUsesWith(heads.getResult(0));
 }
 
 void lower(LoadKVTileOp op, Emitter &e) {
