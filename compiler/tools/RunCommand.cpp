@@ -178,8 +178,9 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
                     const std::string &path) {
     for (size_t i = at; i < at + count && i < x.size(); ++i)
       if (!std::isfinite(x[i]))
-        return error = what + " (" + path + ") holds " + (std::isnan(x[i]) ? "NaN" : "an infinity") +
-                       " at element " + std::to_string(i) + ": the inputs must be finite",
+        return error = what + " (" + path + ") holds " +
+                       (std::isnan(x[i]) ? "NaN" : "an infinity") + " at element " +
+                       std::to_string(i) + ": the inputs must be finite",
                false;
     return true;
   };
@@ -240,8 +241,9 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
   if (o.numSplits && spec.mode != Mode::Decode)
     return error = "--num-splits: prefill has no KV splits (a decode spec's)", false;
   if (o.numSplits && spec.split_kv != kSplitKVAuto && *o.numSplits != spec.split_kv)
-    return error = "--num-splits " + std::to_string(*o.numSplits) + " but the spec says split_kv = " +
-                   std::to_string(spec.split_kv) + " (--num-splits is for split_kv = auto)",
+    return error = "--num-splits " + std::to_string(*o.numSplits) +
+                   " but the spec says split_kv = " + std::to_string(spec.split_kv) +
+                   " (--num-splits is for split_kv = auto)",
            false;
   if (!o.out.empty() && o.out == o.lse)
     return error = "--out and --lse name the same file, " + o.out, false;

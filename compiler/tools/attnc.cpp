@@ -150,7 +150,9 @@ static cl::opt<std::string> aotVerify("verify",
                                                "bundle.cpp"),
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
-static cl::opt<bool> aotForce("force", cl::desc("Replace an existing bundle folder (only a folder attnc aot wrote)"),
+static cl::opt<bool> aotForce("force",
+                              cl::desc("Replace an existing bundle folder (only a folder attnc "
+                                       "aot wrote)"),
                               cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 
 // attnc tune
