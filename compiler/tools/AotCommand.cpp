@@ -84,14 +84,19 @@ bool writeFile(const std::string &path, const std::string &bytes, std::string &e
   return true;
 }
 
-/// Whether `dir` is a folder `attnc aot` wrote: its manifest's first line is
-/// ours, and it holds nothing but manifest.txt, bundle.cpp and cubins/. Only
-/// such a folder is replaced by --force; anything else is the user's.
+/// Whether `dir` is a folder `attnc aot` wrote (its manifest's first line is
+/// ours, and it holds nothing but manifest.txt, bundle.cpp and cubins/) or an
+/// empty one (as a build system makes for its outputs). Only such a folder is
+/// replaced by --force; anything else is the user's.
 bool isBundleFolder(const std::string &dir, std::string &why) {
   if (!llvm::sys::fs::is_directory(dir)) {
     why = "it is not a folder";
     return false;
   }
+  std::error_code listed;
+  if (llvm::sys::fs::directory_iterator(dir, listed) == llvm::sys::fs::directory_iterator() &&
+      !listed)
+    return true; // empty
   std::ifstream manifest(dir + "/manifest.txt");
   std::string first;
   if (!manifest || !std::getline(manifest, first) || first.rfind("# attnc ", 0) != 0 ||
@@ -207,6 +212,13 @@ int verify(const std::string &dir) {
 int aot(const AotOptions &o) {
   if (!o.verify.empty())
     return verify(o.verify);
+  if (o.output.size() > 1 && o.output.back() == '/') {
+    // "dir/" is "dir": the temporary and the set-aside names go beside it, not in it.
+    AotOptions trimmed = o;
+    while (trimmed.output.size() > 1 && trimmed.output.back() == '/')
+      trimmed.output.pop_back();
+    return aot(trimmed);
+  }
   if (o.specsFile.empty() || o.output.empty())
     return fail("--specs FILE and -o DIR are required");
   std::vector<std::string> archs;
