@@ -64,6 +64,14 @@ int aot(const AotOptions &options);
 /// True when a spec's text sets `field` (as `field=`).
 bool mentions(const std::string &text, const std::string &field);
 
+/// The value a spec's text gives `field` (trimmed), or nothing when it does
+/// not set it.
+std::optional<std::string> fieldValue(const std::string &text, const std::string &field);
+
+/// This machine's physical memory, bytes (what the commands keep their
+/// host-side buffers well below).
+double physicalMemory();
+
 /// Parses a spec for the CPU: adds target=cpu unless the text names a target
 /// (which must then be cpu) and, with `lse`, return_lse=true unless the text
 /// says return_lse=false (an error then). Prints the error and returns

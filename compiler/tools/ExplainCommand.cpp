@@ -18,7 +18,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fstream>
-#include <unistd.h>
 #include <random>
 #include <sstream>
 
@@ -198,7 +197,7 @@ int explain(const ExplainOptions &o) {
       return 1;
     }
   }
-  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double memory = physicalMemory();
   for (int64_t n : lengths) {
     // The textbook run holds the N x N scores (and the inputs): not past half of memory.
     const double need = double(n) * n * 4 + 5.0 * n * d * 4;

@@ -39,16 +39,29 @@ int fail(const std::string &message) {
 
 } // namespace
 
-bool mentions(const std::string &text, const std::string &field) {
+std::optional<std::string> fieldValue(const std::string &text, const std::string &field) {
   size_t at = 0;
   while ((at = text.find(field, at)) != std::string::npos) {
     bool start = at == 0 || text[at - 1] == ',' || text[at - 1] == ' ';
     size_t eq = text.find_first_not_of(' ', at + field.size());
-    if (start && eq != std::string::npos && text[eq] == '=')
-      return true;
+    if (start && eq != std::string::npos && text[eq] == '=') {
+      const size_t end = std::min(text.find(',', eq), text.size());
+      const size_t first = text.find_first_not_of(' ', eq + 1);
+      if (first == std::string::npos || first >= end)
+        return std::string();
+      return text.substr(first, text.find_last_not_of(' ', end - 1) + 1 - first);
+    }
     at += field.size();
   }
-  return false;
+  return std::nullopt;
+}
+
+bool mentions(const std::string &text, const std::string &field) {
+  return fieldValue(text, field).has_value();
+}
+
+double physicalMemory() {
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
 }
 
 std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool lse) {
@@ -222,7 +235,7 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
       __builtin_mul_overflow(perSeq, 2 * spec.head_dim, &perSeq) ||
       __builtin_mul_overflow(perSeq, batch, &total) ||
       __builtin_mul_overflow(total, static_cast<int64_t>(sizeof(T)), &bytes);
-  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double memory = physicalMemory();
   if (!overflow && double(bytes) <= memory / 2)
     return "";
   auto gib = [](double b) { return llvm::formatv("{0:f1} GiB", b / double(1ull << 30)).str(); };

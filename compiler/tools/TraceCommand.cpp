@@ -13,8 +13,6 @@
 #include "attnc/CpuBackend.h"
 #include "reference/Harness.h"
 
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -23,15 +21,10 @@ namespace attn::cli {
 int trace(const TraceOptions &o) {
   // A spec that names a GPU target is refused as such, before the defaults
   // below (f64 among them) make it fail for a field the user did not write.
-  llvm::SmallVector<llvm::StringRef> fields;
-  llvm::StringRef(o.spec).split(fields, ',');
-  for (llvm::StringRef field : fields) {
-    auto [key, value] = field.split('=');
-    if (key.trim() == "target" && value.trim() != "cpu") {
-      llvm::errs() << "attnc trace: the spec says target = " << value.trim()
-                   << ", but traces run on the CPU (target = cpu)\n";
-      return 1;
-    }
+  if (auto target = fieldValue(o.spec, "target"); target && *target != "cpu") {
+    llvm::errs() << "attnc trace: the spec says target = " << *target
+                 << ", but traces run on the CPU (target = cpu)\n";
+    return 1;
   }
   if (o.row < -1) {
     llvm::errs() << "attnc trace: --row " << o.row

@@ -268,14 +268,11 @@ static int runEmit() {
   if (emitTarget.getNumOccurrences()) {
     // A spec that names its own target as well: say so (any other problem of
     // the spec with this target is the spec's own message, below).
-    llvm::SmallVector<llvm::StringRef> fields;
-    llvm::StringRef(specText.getValue()).split(fields, ',');
-    for (llvm::StringRef field : fields)
-      if (field.split('=').first.trim() == "target") {
-        llvm::errs() << "attnc: --target " << emitTarget << " and the spec's target = "
-                     << field.split('=').second.trim() << ": give the target once\n";
-        return 1;
-      }
+    if (auto own = attn::cli::fieldValue(specText, "target")) {
+      llvm::errs() << "attnc: --target " << emitTarget << " and the spec's target = " << *own
+                   << ": give the target once\n";
+      return 1;
+    }
     specText = specText.getValue() + (specText.empty() ? "" : ",") + "target=" +
                emitTarget.getValue();
   }
