@@ -21,7 +21,8 @@ namespace attn::cli {
 int trace(const TraceOptions &o) {
   // A spec that names a GPU target is refused as such, before the defaults
   // below (f64 among them) make it fail for a field the user did not write.
-  if (auto target = fieldValue(o.spec, "target"); target && *target != "cpu") {
+  const std::optional<std::string> target = fieldValue(o.spec, "target");
+  if (target && !target->empty() && *target != "cpu") {
     llvm::errs() << "attnc trace: the spec says target = " << *target
                  << ", but traces run on the CPU (target = cpu)\n";
     return 1;

@@ -268,7 +268,7 @@ static int runEmit() {
   if (emitTarget.getNumOccurrences()) {
     // A spec that names its own target as well: say so (any other problem of
     // the spec with this target is the spec's own message, below).
-    if (auto own = attn::cli::fieldValue(specText, "target")) {
+    if (auto own = attn::cli::fieldValue(specText, "target"); own && !own->empty()) {
       llvm::errs() << "attnc: --target " << emitTarget << " and the spec's target = " << *own
                    << ": give the target once\n";
       return 1;
