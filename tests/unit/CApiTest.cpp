@@ -98,6 +98,34 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   CHECK(std::string(attnc_last_error()).find("sizeof(attnc_call)") != std::string::npos);
   c.size = sizeof c;
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, 8) == ATTNC_ERROR_BUFFER_TOO_SMALL);
+  // A size that ends inside a field (here half of tile_q) is refused; the size
+  // before tile_q and tile_kv existed is not.
+  c.size = offsetof(attnc_call, tile_q) + 4;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("ends inside a field of attnc_call") !=
+        std::string::npos);
+  c.size = offsetof(attnc_call, tile_q);
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_OK);
+  c.size = sizeof c;
+  // The target is a target name, not a spec whose other fields would be dropped.
+  CHECK(attnc_attention_spec(&c, "sm_90a,tile_q=128", buf, sizeof buf) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) ==
+        "target = 'sm_90a,tile_q=128': expected sm_80, sm_90a or cpu alone");
+  // Negative sizes the header rules out are refused, not read as their defaults.
+  c.split_kv = -3;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "call->split_kv = -3: must not be negative (0: auto)");
+  c.split_kv = 0;
+  c.window = -3;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) ==
+        "call->window = -3: must not be negative (0: no window)");
+  c.window = 0;
+  c.max_q_len = -1;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) ==
+        "call->max_q_len = -1: must not be negative (0: an empty step, as prefill)");
 }
 
 TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -164,12 +165,33 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     std::string error;
     if (!readSized(call, offsetof(attnc_call, tile_q), "call", "attnc_call", c, error))
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    // The two sizes there have been (before tile_q and tile_kv, and now) or a
+    // later, larger one: a size that ends inside a field would read half of it.
+    if (call->size != offsetof(attnc_call, tile_q) && call->size < sizeof(attnc_call))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  "call->size = " + std::to_string(call->size) +
+                      " ends inside a field of attnc_call (set it to sizeof(attnc_call))");
     if (!target || !*target)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   "target is needed (attnc_runtime_arch gives the GPU's)");
+    // A target name alone: "sm_90a,tile_q=128" would be parsed as a spec and
+    // its other fields dropped.
+    if (std::strpbrk(target, ",= ") != nullptr)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("target = '") + target +
+                                                    "': expected sm_80, sm_90a or cpu alone");
     SpecResult where = parseSpec(std::string("target=") + target);
     if (!where)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, where.error->message());
+    for (auto [name, value, zero] : {std::tuple<const char *, int64_t, const char *>{
+                                         "max_q_len", c.max_q_len, "an empty step, as prefill"},
+                                     {"window", c.window, "no window"},
+                                     {"split_kv", c.split_kv, "auto"},
+                                     {"tile_q", c.tile_q, "the default"},
+                                     {"tile_kv", c.tile_kv, "the default"}})
+      if (value < 0)
+        return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("call->") + name + " = " +
+                                                      std::to_string(value) +
+                                                      ": must not be negative (0: " + zero + ")");
     const std::string dtype = c.dtype ? c.dtype : "";
     if (dtype != "bf16" && dtype != "f16")
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
