@@ -66,6 +66,16 @@ class TestSpecFor(unittest.TestCase):
             (dict(window=0), "window = 0 must be >= 1"),
             (dict(split_kv=0), "split_kv = 0 must be >= 1"),
             (dict(target="sm_75"), "target"),
+            # Nothing wraps or is truncated on its way to C, and other types are named.
+            (dict(head_dim=2**64 + 128), "head_dim = 18446744073709551744 must be <="),
+            (dict(split_kv=2**32 + 4), "split_kv = 4294967300 must be <= 2147483647"),
+            (dict(num_q_heads=2**64 + 8), "num_q_heads = 18446744073709551624 must be <="),
+            (dict(head_dim=128.7), "head_dim = 128.7: expected an integer"),
+            (dict(window=True), "window = True: expected an integer, not a bool"),
+            (dict(split_kv="AUTO"), "split_kv = 'AUTO': expected an integer or 'auto'"),
+            (dict(target=None), "target = None: expected a string"),
+            (dict(target="sm_90a,tile_q=128"), "expected sm_80, sm_90a or cpu alone"),
+            (dict(max_q_len=-5), "max_q_len = -5 must be >= 0"),
         ]
         for change, message in cases:
             kw = dict(dtype="bf16", head_dim=128, num_q_heads=32, num_kv_heads=8,
@@ -75,6 +85,37 @@ class TestSpecFor(unittest.TestCase):
                 attnc.spec_for(kw.pop("dtype"), kw.pop("head_dim"), kw.pop("num_q_heads"),
                                kw.pop("num_kv_heads"), **kw)
             self.assertIn(message, str(e.exception))
+
+
+class TestArgumentTypes(unittest.TestCase):
+    def test_strings_and_numbers_are_checked(self):
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.canonical_spec(None)
+        self.assertIn("spec = None: expected a string", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.Runtime(cache_dir=5)
+        self.assertIn("cache_dir = 5: expected a string", str(e.exception))
+
+    def test_an_interface_without_its_keys(self):
+        class Bare:
+            __cuda_array_interface__ = {}
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(Bare(), FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)))
+        self.assertIn("q's __cuda_array_interface__ has no shape, typestr, data", str(e.exception))
+
+    def test_empty_offsets_are_named(self):
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)),
+                            FakeCudaArray((4, 2, 64)), cu_seqlens_q=FakeCudaArray((0,), "<i4"),
+                            cu_seqlens_k=FakeCudaArray((1,), "<i4"), max_seqlen_q=1,
+                            max_seqlen_k=1)
+        self.assertIn("cu_seqlens_q has 0 entries: at least 2", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)),
+                            FakeCudaArray((4, 2, 64)), cu_seqlens_q=FakeCudaArray((2,), "<i4"),
+                            cu_seqlens_k=FakeCudaArray((2,), "<i4"), max_seqlen_q="4",
+                            max_seqlen_k=4)
+        self.assertIn("max_seqlen_q = '4': expected an integer", str(e.exception))
 
 
 class TestTensorChecks(unittest.TestCase):

@@ -27,6 +27,8 @@ tests/gpu/pack.sh puts it), or on the loader's path.
 import ctypes
 import ctypes.util
 import math
+import numbers
+import operator
 import os
 import threading
 
@@ -165,10 +167,33 @@ def library_path():
     return _lib_path
 
 
+def _int(name, value, lo=0, hi=(1 << 62) - 1, hint=""):
+    """`value` as an int in lo..hi: an integer (a numpy integer too), not a bool, a
+    float or a string, so that nothing is truncated or wraps on its way to C."""
+    if isinstance(value, bool):
+        raise AttncError(f"{name} = {value!r}: expected an integer, not a bool{hint}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise AttncError(f"{name} = {value!r}: expected an integer{hint}") from None
+    if v < lo:
+        raise AttncError(f"{name} = {v} must be >= {lo}{hint}")
+    if v > hi:
+        raise AttncError(f"{name} = {v} must be <= {hi}{hint}")
+    return v
+
+
+def _text(name, value):
+    """`value` as bytes for C: a str."""
+    if not isinstance(value, str):
+        raise AttncError(f"{name} = {value!r}: expected a string")
+    return value.encode()
+
+
 def canonical_spec(spec):
     """The canonical form of a spec ('field=value,...'); AttncError names a bad field."""
     lib = _library()
-    return _string(lib.attnc_spec_canonical, spec.encode())
+    return _string(lib.attnc_spec_canonical, _text("spec", spec))
 
 
 def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0, max_q_len=1,
@@ -181,26 +206,24 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     a model will need for `attnc aot`."""
     if dtype not in ("bf16", "f16"):
         raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
-    if window is not None and int(window) < 1:
-        raise AttncError(f"window = {window} must be >= 1 (None: no window)")
-    if split_kv is not None and split_kv != "auto" and int(split_kv) < 1:
-        raise AttncError(f"split_kv = {split_kv} must be >= 1 or 'auto'")
-    for name, value in (("tile_q", tile_q), ("tile_kv", tile_kv)):
-        if value is not None and int(value) < 1:
-            raise AttncError(f"{name} = {value} must be >= 1 (None: the default)")
+    target_bytes = _text("target", target)
     c = _Call()
     c.size = ctypes.sizeof(_Call)
     c.dtype = dtype.encode()
-    c.head_dim, c.num_q_heads, c.num_kv_heads = int(head_dim), int(num_q_heads), int(num_kv_heads)
-    c.page_size, c.max_q_len = int(page_size), int(max_q_len)
+    c.head_dim = _int("head_dim", head_dim, 1)
+    c.num_q_heads = _int("num_q_heads", num_q_heads, 1)
+    c.num_kv_heads = _int("num_kv_heads", num_kv_heads, 1)
+    c.page_size = _int("page_size", page_size)
+    c.max_q_len = _int("max_q_len", max_q_len)
     c.causal, c.return_lse = int(bool(causal)), int(bool(return_lse))
-    c.window = 0 if window is None else int(window)
+    c.window = 0 if window is None else _int("window", window, 1, hint=" (None: no window)")
     c.decode = -1 if decode is None else int(bool(decode))
-    c.split_kv = 0 if split_kv in (None, "auto") else int(split_kv)
-    c.tile_q = 0 if tile_q is None else int(tile_q)
-    c.tile_kv = 0 if tile_kv is None else int(tile_kv)
+    c.split_kv = (0 if split_kv in (None, "auto")
+                  else _int("split_kv", split_kv, 1, (1 << 31) - 1, hint=" or 'auto'"))
+    c.tile_q = 0 if tile_q is None else _int("tile_q", tile_q, 1, hint=" (None: the default)")
+    c.tile_kv = 0 if tile_kv is None else _int("tile_kv", tile_kv, 1, hint=" (None: the default)")
     lib = _library()
-    return _string(lib.attnc_attention_spec, ctypes.byref(c), target.encode())
+    return _string(lib.attnc_attention_spec, ctypes.byref(c), target_bytes)
 
 
 class Kernel:
@@ -242,7 +265,7 @@ class Runtime:
     def __init__(self, cache_dir=None):
         lib = _library()
         handle = ctypes.c_void_p()
-        _check(lib.attnc_runtime_create(cache_dir.encode() if cache_dir else None,
+        _check(lib.attnc_runtime_create(_text("cache_dir", cache_dir) if cache_dir else None,
                                         ctypes.byref(handle)), "attnc runtime")
         self._handle = handle
         self._kernels = {}
@@ -313,6 +336,9 @@ class _View:
         if iface is None:
             raise AttncError(f"{name} is not a CUDA array (a torch CUDA tensor or an object with "
                              "__cuda_array_interface__); host memory cannot be read by the kernel")
+        missing = [key for key in ("shape", "typestr", "data") if key not in iface]
+        if missing:
+            raise AttncError(f"{name}'s __cuda_array_interface__ has no {', '.join(missing)}")
         shape, typestr = tuple(iface["shape"]), iface["typestr"]
         if typestr not in _TYPESTR:
             raise AttncError(f"{name} has typestr {typestr!r}; attnc takes '<f2' (float16), "
@@ -432,10 +458,13 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         cu_seqlens_q = device_ints([0, total_q])
         max_seqlen_q = total_q if max_seqlen_q is None else max_seqlen_q
     cq = index_array(cu_seqlens_q, "cu_seqlens_q")
+    if cq.shape[0] < 2:
+        raise AttncError(f"cu_seqlens_q has {cq.shape[0]} entries: at least 2 (0, then each "
+                         "sequence's end)")
     a.cu_seqlens_q, a.batch = cq.ptr, cq.shape[0] - 1
     if max_seqlen_q is None:
         raise AttncError("max_seqlen_q is needed with cu_seqlens_q (the longest sequence's length)")
-    a.max_q_len = max_seqlen_q
+    a.max_q_len = _int("max_seqlen_q", max_seqlen_q)
     if paged:
         if block_table is None or seq_lens_k is None:
             raise AttncError("a paged k/v (4 dimensions) needs block_table and seq_lens_k")
@@ -459,7 +488,10 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         if max_seqlen_k is None:
             raise AttncError("max_seqlen_k is needed with cu_seqlens_k")
         page_size = 0
-    a.max_kv_len = max_seqlen_k
+    a.max_kv_len = _int("max_seqlen_k", max_seqlen_k)
+    if scale is not None and (isinstance(scale, (str, bytes, bool)) or
+                              not isinstance(scale, numbers.Real)):
+        raise AttncError(f"scale = {scale!r}: expected a number")
     a.scale = 0.0 if scale is None else float(scale)
     if scale is not None and not (math.isfinite(a.scale) and a.scale >= 0):
         raise AttncError(f"scale = {scale} must be finite and >= 0")
