@@ -71,8 +71,15 @@ def read(path):
     return open(path).read().splitlines() if os.path.exists(path) else []
 
 
+LOGS = ("gpu-check.log", "jit.log", "memcheck.log", "racecheck.log", "bench.log", "sdpa.log")
+
+
 def summary(log_dir):
     """A short summary of run-on-gpu.sh's logs; every row goes to results.json."""
+    if not os.path.isdir(log_dir):
+        sys.exit(f"ratios.py: {log_dir} is not a folder")
+    if not any(os.path.exists(os.path.join(log_dir, name)) for name in LOGS):
+        sys.exit(f"ratios.py: {log_dir} holds none of run-on-gpu.sh's logs ({', '.join(LOGS)})")
     check = read(os.path.join(log_dir, "gpu-check.log"))
     result = {
         "gpu": next((l for l in check if l.startswith("GPU ")), ""),
@@ -91,7 +98,8 @@ def summary(log_dir):
     print(result["gpu"])
     print("numerics:", result["numerics"])
     ok = sum(bool(re.search(r"\sok(: |$)", l)) for l in contract)
-    print(f"launch contract: {ok} of {len(contract)} checks ok")
+    print(f"launch contract: {ok} of {len(contract)} checks ok" if contract
+          else "launch contract: not run")
     for tool, line in result["sanitizers"].items():
         print(f"{tool}: {line}")
     for line in result["jit"]:
@@ -104,6 +112,9 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--summary":
         summary(sys.argv[2])
     elif len(sys.argv) == 3:
+        for path in sys.argv[1:]:
+            if not os.path.isfile(path):
+                sys.exit(f"ratios.py: {path}: no such file")
         print_tables(*rows(read(sys.argv[1]), read(sys.argv[2])))
     else:
         sys.exit(__doc__)

@@ -20,14 +20,20 @@
 # LOG_DIR/results.json.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bench=0 checks=1
-case "${1:-}" in
-  --bench) bench=1; shift ;;
-  --bench-only) bench=1; checks=0; shift ;;
-  -*) echo "usage: tests/gpu/run-on-gpu.sh [--bench | --bench-only] [LOG_DIR]" >&2; exit 2 ;;
-esac
-logs="${1:-${OUT:-$root/gpu-logs}}"
-mkdir -p "$logs"
+bench=0 checks=1 logs=""
+usage="usage: tests/gpu/run-on-gpu.sh [--bench | --bench-only] [LOG_DIR]"
+for arg in "$@"; do
+  case "$arg" in
+    --bench) bench=1 ;;
+    --bench-only) bench=1; checks=0 ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    -*) echo "$usage" >&2; exit 2 ;;
+    *) [ -z "$logs" ] || { echo "$usage (one LOG_DIR: $logs, then $arg)" >&2; exit 2; }
+       logs="$arg" ;;
+  esac
+done
+logs="${logs:-${OUT:-$root/gpu-logs}}"
+mkdir -p "$logs" && [ -w "$logs" ] || { echo "cannot write the log folder $logs" >&2; exit 2; }
 pack="${ATTNC_GPU_BIN:-$root/build-static/pack}"
 check="$pack/attn-gpu-check"
 [ -x "$check" ] || { echo "no $check: run tests/gpu/pack.sh on the build machine" >&2; exit 2; }
