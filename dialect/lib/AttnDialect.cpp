@@ -85,7 +85,12 @@ Attribute SpecAttr::parse(AsmParser &parser, Type) {
     text += (text.empty() ? "" : ",") + field + "=" + *value;
     return success();
   };
-  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::LessGreater, parseField))
+  // `<` and `>` parsed on their own: a missing `<` must fail the parse, not
+  // leave an empty list (the defaults) behind its error.
+  if (parser.parseLess())
+    return {};
+  if (failed(parser.parseOptionalGreater()) &&
+      (parser.parseCommaSeparatedList(parseField) || parser.parseGreater()))
     return {};
   SpecResult result = parseSpec(text);
   if (!result) {

@@ -76,6 +76,8 @@ LogicalResult StandardAttentionOp::verify() {
 LogicalResult GatherPagesOp::verify() {
   if (ShapedType::isDynamic(dim(getCache(), 1)))
     return emitOpError("page size (dimension 1 of the cache) must be static");
+  if (failed(positive(*this, "page size (dimension 1 of the cache)", dim(getCache(), 1))))
+    return failure();
   if (failed(sameDim(*this, getResult(), 0, "kv_heads", "result", getCache(), 2, "cache")) ||
       failed(sameDim(*this, getResult(), 2, "head_dim", "result", getCache(), 3, "cache")))
     return failure();
@@ -87,7 +89,12 @@ LogicalResult LoadQTileOp::verify() {
       failed(positive(*this, "group", getGroup())))
     return failure();
   const int64_t rows = dim(getResult(), 0);
-  const int64_t expected = static_cast<int64_t>(getTileQ() * getGroup());
+  int64_t expected = 0;
+  if (__builtin_mul_overflow(static_cast<int64_t>(getTileQ()), static_cast<int64_t>(getGroup()),
+                             &expected) ||
+      expected > (int64_t(1) << 31))
+    return emitOpError() << "tile_q * group = " << getTileQ() << " * " << getGroup()
+                         << " is larger than 2^31 rows";
   if (!ShapedType::isDynamic(rows) && rows != expected)
     return emitOpError() << "result has " << rows << " rows, expected tile_q * group = "
                          << expected;
@@ -128,6 +135,9 @@ LogicalResult BlockTableLookupOp::verify() {
 }
 
 LogicalResult LoadPagedKVTileOp::verify() {
+  if (!ShapedType::isDynamic(dim(getCache(), 1)) &&
+      failed(positive(*this, "page size (dimension 1 of the cache)", dim(getCache(), 1))))
+    return failure();
   if (failed(sameDim(*this, getResult(), 0, "tile size", "result", getSlots(), 0, "slots")) ||
       failed(sameDim(*this, getResult(), 1, "head_dim", "result", getCache(), 3, "cache")))
     return failure();

@@ -319,3 +319,35 @@ func.func @bad_window(%s: tensor<?x16xf32>, %i: index) {
   %r = attn.mask %s, %i, %i, %i, %i mask #attn.mask<sliding_window(0)> tile_q 1 : tensor<?x16xf32>
   return
 }
+
+// -----
+
+func.func @gather_zero_page(%c: tensor<?x0x?x64xf32>, %bt: tensor<?xi32>, %n: index) {
+  // expected-error@+1 {{page size (dimension 1 of the cache) must be >= 1, got 0}}
+  %k = attn.gather_pages %c, %bt, %n : tensor<?x0x?x64xf32>, tensor<?xi32> -> tensor<?x?x64xf32>
+  return
+}
+
+// -----
+
+func.func @paged_tile_zero_page(%c: tensor<?x0x?x64xf32>, %s: tensor<16xindex>, %h: index) {
+  // expected-error@+1 {{page size (dimension 1 of the cache) must be >= 1, got 0}}
+  %t = attn.load_paged_kv_tile %c[%s, %h] : tensor<?x0x?x64xf32>, tensor<16xindex> -> tensor<16x64xf32>
+  return
+}
+
+// -----
+
+func.func @q_tile_rows_overflow(%q: tensor<?x?x128xbf16>, %h: index, %q0: index) {
+  // expected-error@+1 {{tile_q * group = 4611686018427387904 * 4 is larger than 2^31 rows}}
+  %qt = attn.load_q_tile %q[%h, %q0] tile_q 4611686018427387904 group 4 : tensor<?x?x128xbf16> -> tensor<0x128xbf16>
+  return
+}
+
+// -----
+
+// A spec attribute without its field list is a parse error, not the default spec.
+// expected-error@+1 {{expected '<'}}
+func.func @spec_without_fields() attributes {attn.spec = #attn.spec} {
+  return
+}
