@@ -70,6 +70,13 @@ LogicalResult StandardAttentionOp::verify() {
   if (failed(sameDim(*this, getLse(), 0, "heads", "lse", getQ(), 0, "q")) ||
       failed(sameDim(*this, getLse(), 1, "q_len", "lse", getQ(), 1, "q")))
     return failure();
+  // The pipeline takes head counts and lengths at run time, as the kernels do.
+  for (auto [value, name] : {std::pair{getQ(), "q"}, {getK(), "k"}})
+    for (int64_t d : {0, 1})
+      if (!ShapedType::isDynamic(dim(value, d)))
+        return emitOpError() << "dimension " << d << " of " << name << " ("
+                             << (d == 0 ? "heads" : "tokens")
+                             << ") must be dynamic: the kernels take it at run time";
   return success();
 }
 
@@ -157,6 +164,8 @@ static LogicalResult sameStateType(Operation *op, Value m, Value l, Value acc) {
 }
 
 LogicalResult StateInitOp::verify() {
+  if (ShapedType::isDynamic(dim(getLike(), 1)))
+    return emitOpError("head_dim (dimension 1 of the query tile) must be static");
   if (failed(sameStateType(*this, getM(), getL(), getAcc())) ||
       failed(sameDim(*this, getAcc(), 1, "head_dim", "acc", getLike(), 1, "the query tile")) ||
       failed(sameDim(*this, getAcc(), 0, "rows", "acc", getLike(), 0, "the query tile")))
@@ -165,6 +174,10 @@ LogicalResult StateInitOp::verify() {
 }
 
 LogicalResult QKOp::verify() {
+  if (ShapedType::isDynamic(dim(getK(), 0)))
+    return emitOpError("the key tile (dimension 0 of k) must be static");
+  if (ShapedType::isDynamic(dim(getK(), 1)))
+    return emitOpError("head_dim (dimension 1 of k) must be static");
   if (failed(sameDim(*this, getK(), 1, "head_dim", "k", getQ(), 1, "q")) ||
       failed(sameElementType(*this, getK(), "k", getQ(), "q")) ||
       failed(sameDim(*this, getScores(), 0, "rows", "scores", getQ(), 0, "q")) ||

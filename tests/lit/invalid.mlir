@@ -351,3 +351,27 @@ func.func @q_tile_rows_overflow(%q: tensor<?x?x128xbf16>, %h: index, %q0: index)
 func.func @spec_without_fields() attributes {attn.spec = #attn.spec} {
   return
 }
+
+// -----
+
+func.func @static_lengths(%q: tensor<2x16x64xf32>, %s: f32) {
+  // expected-error@+1 {{dimension 0 of q (heads) must be dynamic: the kernels take it at run time}}
+  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<none> gqa 1 : tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>, f32 -> tensor<2x16x64xf32>, tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @qk_dynamic_key_tile(%qt: tensor<?x128xf32>, %kt: tensor<?x128xf32>, %s: f32) {
+  // expected-error@+1 {{the key tile (dimension 0 of k) must be static}}
+  %sc = attn.qk %qt, %kt scale %s : tensor<?x128xf32>, tensor<?x128xf32>, f32 -> tensor<?x?xf32>
+  return
+}
+
+// -----
+
+func.func @state_init_dynamic_head_dim(%qt: tensor<?x?xf32>) {
+  // expected-error@+1 {{head_dim (dimension 1 of the query tile) must be static}}
+  %m, %l, %acc = attn.state_init like %qt : tensor<?x?xf32> -> tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>
+  return
+}
