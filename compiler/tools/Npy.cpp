@@ -2,6 +2,7 @@
 
 #include "Npy.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -137,13 +138,11 @@ bool read(const std::string &path, Array &out, std::string &error) {
   in.seekg(dataAt);
   int64_t bytes = elementSize(out.kind);
   bool overflow = false;
-  for (int64_t d : out.shape)
-    overflow = __builtin_mul_overflow(bytes, d, &bytes) || overflow;
-  for (int64_t d : out.shape)
-    if (d == 0) { // no data at all
-      bytes = 0;
-      overflow = false;
-    }
+  if (std::find(out.shape.begin(), out.shape.end(), 0) != out.shape.end())
+    bytes = 0; // a dimension of 0: no data at all
+  else
+    for (int64_t d : out.shape)
+      overflow = __builtin_mul_overflow(bytes, d, &bytes) || overflow;
   if (overflow || bytes > available) {
     error = path + ": truncated: the shape " + out.shapeText() + " needs " +
             (overflow ? std::string("more than 2^63") : std::to_string(bytes)) +

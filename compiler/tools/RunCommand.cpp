@@ -203,10 +203,13 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
     return false;
   // (A table too short for kv_len, or with an entry outside the cache, is said
   // by the checks of the launch: then this one waits.)
-  const int64_t used = (s.kvLen + spec.page_size - 1) / std::max<int64_t>(spec.page_size, 1);
-  bool tableFits = paged && int64_t(s.table.size()) >= used;
-  for (int64_t i = 0; tableFits && i < used; ++i)
-    tableFits = s.table[i] >= 0 && s.table[i] < batch.numPages;
+  bool tableFits = false;
+  if (paged) {
+    const int64_t used = (s.kvLen + spec.page_size - 1) / spec.page_size;
+    tableFits = int64_t(s.table.size()) >= used;
+    for (int64_t i = 0; tableFits && i < used; ++i)
+      tableFits = s.table[i] >= 0 && s.table[i] < batch.numPages;
+  }
   if (tableFits) {
     const size_t row = static_cast<size_t>(hkv * d);
     for (int64_t t = 0; t < s.kvLen; ++t) {

@@ -3,7 +3,8 @@
 // A kernel is compiled once per key: the key hashes everything that changes
 // the binary (the emitted source, the template headers it includes, attnc's
 // version, NVRTC's version, the architecture, the compile options) and
-// carries a readable prefix naming the spec. Lookups go to memory, then to disk, then to NVRTC.
+// carries a readable prefix naming the spec. Lookups go to memory, then to
+// disk, then to NVRTC.
 //
 // On disk ($ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else
 // ~/.cache/attnc) each entry is one file, written to a temporary file and
