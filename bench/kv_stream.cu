@@ -16,9 +16,13 @@
 // sequence's visited in ascending order, or grouped by the sixteenth of the
 // cache they lie in; and "all heads", where a block reads every head's row
 // of its share of the sequence's tokens (whole 2 KiB token rows) instead of
-// one head's row of every token, the same bytes and tiles per block. GB/s of
-// K + V read, median of 30 launches; the split count follows the runtime's
-// rule (chooseSplits) at the occupancy each variant gets.
+// one head's row of every token, the same bytes and tiles per block; the
+// shuffle confined to windows of 64 pages; cp.async with the L2 told to
+// fetch 128 or 256 bytes around each piece (.L2::128B, .L2::256B); and the
+// translations of a tile's pages warmed some tiles before its copy (one
+// prefetch.global.L2 line per page of K and of V, this head's first row).
+// GB/s of K + V read, median of 30 launches; the split count follows the
+// runtime's rule (chooseSplits) at the occupancy each variant gets.
 //
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a \
 //        -o kv_stream bench/kv_stream.cu -lcuda && ./kv_stream
@@ -27,6 +31,7 @@
 // unless `--flush` is given: then a 256 MiB buffer is zeroed before each
 // launch, as triton's do_bench (bench/bench.py) and attn-gpu-check --bench
 // do, and the launch starts with an L2 full of dirty lines to write back.
+// `--only TEXT` runs only the variants whose name holds TEXT.
 //
 //===----------------------------------------------------------------------===//
 #include <cuda.h>
@@ -38,6 +43,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <cstring>
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
 
@@ -59,7 +65,7 @@ __device__ __forceinline__ long long rowoff(const Args &a, int seq, int h, int t
 }
 
 // One tile = 64 keys: K 16 KB + V 16 KB.
-template <int kLayout, int kMethod, int kStages>
+template <int kLayout, int kMethod, int kStages, int kHint = 0, int kWarmAhead = 0>
 __global__ void __launch_bounds__(128, 1) probe(const Args a, const __grid_constant__ CUtensorMap tk,
                                                 const __grid_constant__ CUtensorMap tv) {
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -91,8 +97,24 @@ __global__ void __launch_bounds__(128, 1) probe(const Args a, const __grid_const
         const int page = kLayout == CONTIG ? 0 : __ldg(table + t / 16);
         const long long off = rowoff<kLayout == ALLH ? NHD : kLayout>(a, seq, hh, t, page) + c * 16;
         const int dst = r * 256 + ((c ^ (r % 8)) * 16);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sk + dst)), "l"(a.k + off));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sv + dst)), "l"(a.v + off));
+        if (kHint == 1) {
+          asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(saddr(sk + dst)), "l"(a.k + off));
+          asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(saddr(sv + dst)), "l"(a.v + off));
+        } else if (kHint == 2) {
+          asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(saddr(sk + dst)), "l"(a.k + off));
+          asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(saddr(sv + dst)), "l"(a.v + off));
+        } else {
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sk + dst)), "l"(a.k + off));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(sv + dst)), "l"(a.v + off));
+        }
+      }
+      if (kWarmAhead > 0 && tid < 8 && j + kWarmAhead < a.n / 64) {
+        // warm the address translation of a tile kWarmAhead beyond this one: one
+        // 128-byte line of this head's first row in each of its four pages, K and V
+        const int t = (j + kWarmAhead) * 64 + (tid % 4) * 16;
+        const int page = __ldg(table + t / 16);
+        const char *base = tid < 4 ? a.k : a.v;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + rowoff<kLayout>(a, seq, h, t, page)));
       }
       asm volatile("cp.async.commit_group;");
     } else if (kMethod == BULK) {
@@ -218,15 +240,19 @@ struct Cache {
   float *sink;
   EncodeFn enc;
   void *flush; ///< zeroed before each timed launch, or null
+  const char *only; ///< run only the variants whose name holds this, or null
 };
 
-/// Times one layout (L), copy method (M) and depth (S) on a row.
-template <int L, int M, int S>
+/// Times one layout (L), copy method (M), depth (S) and L2 prefetch size of
+/// cp.async (H: 0 none, 1 128 B, 2 256 B) on a row.
+template <int L, int M, int S, int H = 0, int W = 0>
 void run(const char *name, const Cache &c) {
+  if (c.only && !strstr(name, c.only))
+    return;
   const Shape &sh = c.sh;
   void (*kern)(const Args, const CUtensorMap, const CUtensorMap);
   if constexpr (M == LDG) kern = probeLdg<L, S>;
-  else kern = probe<L, M, S>;
+  else kern = probe<L, M, S, H, W>;
   const int rowStride = M == BULK ? 272 : 256;
   const int smemBytes = M == LDG ? 0 : S * 2 * 64 * rowStride;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
@@ -273,11 +299,16 @@ void run(const char *name, const Cache &c) {
 
 int main(int argc, char **argv) {
   void *flush = nullptr;
-  if (argc > 1 && std::string(argv[1]) == "--flush")
-    CK(cudaMalloc(&flush, kFlushBytes));
-  else if (argc > 1) {
-    printf("usage: kv_stream [--flush]\n");
-    return 2;
+  const char *only = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--flush" && !flush)
+      CK(cudaMalloc(&flush, kFlushBytes));
+    else if (std::string(argv[i]) == "--only" && i + 1 < argc && !only)
+      only = argv[++i];
+    else {
+      printf("usage: kv_stream [--flush] [--only TEXT]  (TEXT: run the variants whose name holds it)\n");
+      return 2;
+    }
   }
   EncodeFn enc = nullptr;
   cudaDriverEntryPointQueryResult q;
@@ -286,7 +317,7 @@ int main(int argc, char **argv) {
   float *sink; CK(cudaMalloc(&sink, 4));
   for (const Shape &sh : shapes) {
     const size_t bytes = (size_t)sh.b * sh.hkv * sh.n * 256;
-    Cache c{sh, nullptr, nullptr, nullptr, sink, enc, flush};
+    Cache c{sh, nullptr, nullptr, nullptr, sink, enc, flush, only};
     CK(cudaMalloc(&c.k, bytes));
     CK(cudaMalloc(&c.v, bytes));
     CK(cudaMemset(c.k, 1, bytes));
@@ -321,6 +352,21 @@ int main(int argc, char **argv) {
                        [&](int x, int y) { return x / ((pages + 15) / 16) < y / ((pages + 15) / 16); });
     CK(cudaMemcpy(c.table, grouped.data(), pages * 4, cudaMemcpyHostToDevice));
     run<NHD, CPASYNC, 3>("nhd by sixteenths", c);
+    // Shuffled only within windows of 64 pages (2 MiB of K, 2 MiB of V at 8 heads): if this
+    // copies as fast as the pages in order, what the shuffle costs is reach across the cache
+    // (address translation, DRAM pages) rather than the order of the reads within it.
+    std::vector<int> local = inOrder;
+    for (int w = 0; w < pages; w += 64)
+      std::shuffle(local.begin() + w, local.begin() + std::min(pages, w + 64), rng);
+    CK(cudaMemcpy(c.table, local.data(), pages * 4, cudaMemcpyHostToDevice));
+    run<NHD, CPASYNC, 3>("nhd shuffled in 2 MiB", c);
+    CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
+    run<NHD, CPASYNC, 3, 1>("nhd cp.async L2::128B", c);
+    run<NHD, CPASYNC, 3, 2>("nhd cp.async L2::256B", c);
+    run<CONTIG, CPASYNC, 3, 2>("contig cp.async L2::256B", c);
+    run<NHD, CPASYNC, 3, 0, 3>("nhd warm 3 ahead", c);
+    run<NHD, CPASYNC, 3, 0, 5>("nhd warm 5 ahead", c);
+    run<NHD, CPASYNC, 3, 0, 8>("nhd warm 8 ahead", c);
     CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
     run<CONTIG, CPASYNC, 4>("contig cp.async", c);
     run<NHD, LDG, 1>("nhd ld.global", c);
