@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -34,6 +35,106 @@ std::optional<Spec> attn::getEnclosingSpec(Operation *op) {
   if (auto attr = func->getAttrOfType<SpecAttr>(kSpecAttrName))
     return attr.getValue();
   return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// The `attn.spec` function attribute against the IR it describes
+//===----------------------------------------------------------------------===//
+
+/// The element type a spec's dtype names.
+static bool isSpecDType(Type type, DType dtype) {
+  switch (dtype) {
+  case DType::F16:
+    return type.isF16();
+  case DType::BF16:
+    return type.isBF16();
+  case DType::F32:
+    return type.isF32();
+  case DType::F64:
+    return type.isF64();
+  }
+  return false;
+}
+
+/// Checks a tensor operand's element type and static head_dim (its last
+/// dimension) against the spec. Other shapes are the op verifier's to name.
+static LogicalResult matchesSpec(Operation *op, Value value, StringRef what, const Spec &spec) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || type.getRank() == 0)
+    return success();
+  if (!isSpecDType(type.getElementType(), spec.dtype))
+    return op->emitError() << what << " holds " << type.getElementType()
+                           << " but the function's attn.spec says dtype = " << attn::name(spec.dtype);
+  const int64_t headDim = type.getShape().back();
+  if (!ShapedType::isDynamic(headDim) && headDim != spec.head_dim)
+    return op->emitError() << what << " has head_dim " << headDim
+                           << " but the function's attn.spec says head_dim = " << spec.head_dim;
+  return success();
+}
+
+/// The passes read the tile sizes, mask, group, page size and mode from the
+/// spec and the shapes from the IR; where the two disagree they would build
+/// a kernel for neither. So every textbook op must say what the spec says.
+static LogicalResult verifySpecAgainstBody(Operation *func, const Spec &spec) {
+  WalkResult walk = func->walk([&](Operation *op) {
+    if (auto attention = dyn_cast<StandardAttentionOp>(op)) {
+      if (failed(matchesSpec(op, attention.getQ(), "q", spec)) ||
+          failed(matchesSpec(op, attention.getK(), "k", spec)) ||
+          failed(matchesSpec(op, attention.getV(), "v", spec)))
+        return WalkResult::interrupt();
+      if (!(attention.getMask().getValue() == spec.mask)) {
+        op->emitError() << "the op's mask is " << attention.getMask().getValue().str()
+                        << " but the function's attn.spec says mask = " << spec.mask.str();
+        return WalkResult::interrupt();
+      }
+      if (static_cast<int64_t>(attention.getGqa()) != spec.gqa) {
+        op->emitError() << "the op says gqa " << attention.getGqa()
+                        << " but the function's attn.spec says gqa = " << spec.gqa;
+        return WalkResult::interrupt();
+      }
+      // A paged kernel reads K and V through attn.gather_pages (which says
+      // when the spec is not paged, below).
+      for (auto [value, what] : {std::pair{attention.getK(), "k"}, {attention.getV(), "v"}}) {
+        if (spec.page_size > 0 && !value.getDefiningOp<GatherPagesOp>()) {
+          op->emitError() << what << " is not read through a block table (attn.gather_pages) "
+                          << "but the function's attn.spec says page_size = " << spec.page_size;
+          return WalkResult::interrupt();
+        }
+      }
+    } else if (auto gather = dyn_cast<GatherPagesOp>(op)) {
+      if (spec.page_size == 0) {
+        op->emitError("attn.gather_pages reads the cache through a block table but the "
+                      "function's attn.spec says page_size = 0 (a contiguous cache)");
+        return WalkResult::interrupt();
+      }
+      if (failed(matchesSpec(op, gather.getResult(), "the gathered cache", spec)))
+        return WalkResult::interrupt();
+      auto cache = dyn_cast<RankedTensorType>(gather.getCache().getType());
+      if (cache && cache.getRank() >= 2 && !ShapedType::isDynamic(cache.getDimSize(1)) &&
+          cache.getDimSize(1) != spec.page_size) {
+        op->emitError() << "the cache has pages of " << cache.getDimSize(1)
+                        << " tokens but the function's attn.spec says page_size = "
+                        << spec.page_size;
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+LogicalResult AttnDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() != kSpecAttrName)
+    return success(); // the passes' own markers (attn.loop, attn.gqa, ...)
+  auto spec = dyn_cast<SpecAttr>(attr.getValue());
+  if (!spec)
+    return op->emitError() << "attn.spec must be an #attn.spec<...> attribute, got "
+                           << attr.getValue();
+  // A function: func.func, or what lowering makes of it (llvm.func keeps the
+  // attribute).
+  if (!isa<FunctionOpInterface>(op))
+    return op->emitError("attn.spec belongs on the function of the kernel it describes");
+  return verifySpecAgainstBody(op, spec.getValue());
 }
 
 //===----------------------------------------------------------------------===//

@@ -375,3 +375,81 @@ func.func @state_init_dynamic_head_dim(%qt: tensor<?x?xf32>) {
   %m, %l, %acc = attn.state_init like %qt : tensor<?x?xf32> -> tensor<?xf32>, tensor<?xf32>, tensor<?x?xf32>
   return
 }
+
+// -----
+
+// The function's attn.spec and the ops inside it must describe the same kernel.
+func.func @spec_gqa_disagrees(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, gqa = 4>} {
+  // expected-error@+1 {{the op says gqa 1 but the function's attn.spec says gqa = 4}}
+  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<?x?xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @spec_head_dim_disagrees(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 128>} {
+  // expected-error@+1 {{q has head_dim 64 but the function's attn.spec says head_dim = 128}}
+  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<?x?xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @spec_dtype_disagrees(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, dtype = f64>} {
+  // expected-error@+1 {{q holds 'f32' but the function's attn.spec says dtype = f64}}
+  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<?x?xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @spec_mask_disagrees(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, mask = sliding_window(8)>} {
+  // expected-error@+1 {{the op's mask is causal but the function's attn.spec says mask = sliding_window(8)}}
+  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<causal> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<?x?xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @spec_paged_but_contiguous(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, page_size = 16>} {
+  // expected-error@+1 {{k is not read through a block table (attn.gather_pages) but the function's attn.spec says page_size = 16}}
+  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<?x?xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @spec_contiguous_but_paged(%q: tensor<?x?x64xf32>, %kc: tensor<?x16x?x64xf32>, %t: tensor<?xi32>, %n: index, %s: f32) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64>} {
+  // expected-error@+1 {{attn.gather_pages reads the cache through a block table but the function's attn.spec says page_size = 0 (a contiguous cache)}}
+  %k = attn.gather_pages %kc, %t, %n : tensor<?x16x?x64xf32>, tensor<?xi32> -> tensor<?x?x64xf32>
+  %o, %l = attn.standard_attention %q, %k, %k scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<?x?xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @spec_page_size_disagrees(%kc: tensor<?x32x?x64xf32>, %t: tensor<?xi32>, %n: index) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, page_size = 16>} {
+  // expected-error@+1 {{the cache has pages of 32 tokens but the function's attn.spec says page_size = 16}}
+  %k = attn.gather_pages %kc, %t, %n : tensor<?x32x?x64xf32>, tensor<?xi32> -> tensor<?x?x64xf32>
+  return %k : tensor<?x?x64xf32>
+}
+
+// -----
+
+// expected-error@+1 {{attn.spec belongs on the function of the kernel it describes}}
+module attributes {attn.spec = #attn.spec<target = cpu>} {
+}
+
+// -----
+
+// expected-error@+1 {{attn.spec must be an #attn.spec<...> attribute, got 3 : i64}}
+func.func @spec_not_a_spec() attributes {attn.spec = 3} {
+  return
+}

@@ -10,15 +10,6 @@ func.func @no_spec(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32> {
 
 // -----
 
-func.func @gqa_disagrees(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32>
-    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, gqa = 4>} {
-  // expected-error@+1 {{attn-online-softmax: the op says gqa 1 but the function's attn.spec says gqa = 4}}
-  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<?x?xf32>
-  return %o : tensor<?x?x64xf32>
-}
-
-// -----
-
 func.func @heads_without_map(%q: tensor<?x?x32xf32>, %n: index) -> tensor<?x?x32xf32>
     attributes {attn.spec = #attn.spec<target = cpu, head_dim = 32, gqa = 2>} {
   %c0 = arith.constant 0 : index

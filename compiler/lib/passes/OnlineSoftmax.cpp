@@ -171,19 +171,8 @@ struct OnlineSoftmaxPass : attn::impl::OnlineSoftmaxBase<OnlineSoftmaxPass> {
       });
       return;
     }
-    // The op and the spec must agree on the group: the later passes read it
-    // from the spec.
-    const int64_t specGqa = getEnclosingSpec(func)->gqa;
-    bool agree = true;
-    func.walk([&](StandardAttentionOp op) {
-      if (static_cast<int64_t>(op.getGqa()) != specGqa) {
-        op.emitError() << "attn-online-softmax: the op says gqa " << op.getGqa()
-                       << " but the function's attn.spec says gqa = " << specGqa;
-        agree = false;
-      }
-    });
-    if (!agree)
-      return signalPassFailure();
+    // The op and the spec agree on the group, mask, dtype and head_dim: the
+    // verifier of the attn.spec attribute checked them (AttnDialect.cpp).
     RewritePatternSet patterns(&getContext());
     populateOnlineSoftmaxPatterns(patterns);
     if (failed(applyPatternsGreedily(func, std::move(patterns))))

@@ -19,6 +19,12 @@ def Attn_SpecAttr : Attn_Attr<"Spec", "spec"> {
     same error in IR as on the command line. Fields left out take the
     target's defaults; the printer writes every field.
 
+    As the function attribute `attn.spec` it describes the function's kernel,
+    and the verifier holds the IR to it: every `attn.standard_attention`
+    inside has the spec's dtype, head_dim, mask and gqa, reads K and V through
+    `attn.gather_pages` exactly when page_size > 0, and every
+    `attn.gather_pages` has pages of page_size tokens.
+
     ```mlir
     func.func @f() attributes {attn.spec = #attn.spec<mode = prefill,
         head_dim = 128, dtype = bf16, mask = causal, page_size = 16, gqa = 4>}

@@ -23,6 +23,8 @@ def Attn_Dialect : Dialect {
     heads that share a KV head once GQA packing is applied.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // `attn.spec` on a function is checked against the attn ops inside it.
+  let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
