@@ -11,21 +11,6 @@ using namespace mlir;
 
 namespace attn {
 
-Type elementType(MLIRContext &ctx, DType dtype) {
-  Builder b(&ctx);
-  switch (dtype) {
-  case DType::F16:
-    return b.getF16Type();
-  case DType::BF16:
-    return b.getBF16Type();
-  case DType::F32:
-    return b.getF32Type();
-  case DType::F64:
-    return b.getF64Type();
-  }
-  return {};
-}
-
 Type accumulatorType(MLIRContext &ctx, DType dtype) {
   Builder b(&ctx);
   return dtype == DType::F64 ? Type(b.getF64Type()) : Type(b.getF32Type());

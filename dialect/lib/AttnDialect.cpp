@@ -41,19 +41,19 @@ std::optional<Spec> attn::getEnclosingSpec(Operation *op) {
 // The `attn.spec` function attribute against the IR it describes
 //===----------------------------------------------------------------------===//
 
-/// The element type a spec's dtype names.
-static bool isSpecDType(Type type, DType dtype) {
+Type attn::elementType(MLIRContext &ctx, DType dtype) {
+  Builder b(&ctx);
   switch (dtype) {
   case DType::F16:
-    return type.isF16();
+    return b.getF16Type();
   case DType::BF16:
-    return type.isBF16();
+    return b.getBF16Type();
   case DType::F32:
-    return type.isF32();
+    return b.getF32Type();
   case DType::F64:
-    return type.isF64();
+    return b.getF64Type();
   }
-  return false;
+  return {};
 }
 
 /// Checks a tensor operand's element type and static head_dim (its last
@@ -62,7 +62,7 @@ static LogicalResult matchesSpec(Operation *op, Value value, StringRef what, con
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type || type.getRank() == 0)
     return success();
-  if (!isSpecDType(type.getElementType(), spec.dtype))
+  if (type.getElementType() != elementType(*op->getContext(), spec.dtype))
     return op->emitError() << what << " holds " << type.getElementType()
                            << " but the function's attn.spec says dtype = " << attn::name(spec.dtype);
   const int64_t headDim = type.getShape().back();

@@ -10,8 +10,6 @@
 
 namespace attn {
 
-/// The element type of the inputs (f16, bf16, f32, f64).
-mlir::Type elementType(mlir::MLIRContext &ctx, DType dtype);
 /// The accumulation type: f64 for f64 inputs, else f32.
 mlir::Type accumulatorType(mlir::MLIRContext &ctx, DType dtype);
 

@@ -34,6 +34,8 @@ namespace attn {
 constexpr llvm::StringLiteral kSpecAttrName = "attn.spec";
 /// Reads the spec of the function enclosing `op`, if there is one.
 std::optional<Spec> getEnclosingSpec(mlir::Operation *op);
+/// The element type of a spec's inputs (f16, bf16, f32, f64).
+mlir::Type elementType(mlir::MLIRContext &ctx, DType dtype);
 } // namespace attn
 
 #endif // ATTN_ATTNDIALECT_H
