@@ -58,7 +58,8 @@ size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits) {
          size_t(spec.head_dim + 1) * sizeof(float);
 }
 
-std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits) {
+std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
+                         bool merge_in_cluster) {
   if (!spec.isGPU())
     return "the spec's target is cpu: GPU launches need target = sm_80 or sm_90a";
   if (a.batch < 0)
@@ -129,7 +130,7 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits) {
   if (spec.mode == Mode::Decode) {
     if (splits < 1 || splits > 1024)
       return "num_splits = " + str(splits) + " must be in 1..1024";
-    const size_t need = workspaceBytes(spec, a, splits);
+    const size_t need = merge_in_cluster ? 0 : workspaceBytes(spec, a, splits);
     if (need && !a.workspace)
       return "workspace is a null pointer: " + str(splits) + " KV splits need " +
              str(int64_t(need)) + " bytes";
@@ -313,7 +314,8 @@ bool Kernel::mergesInCluster(const AttentionArgs &args, int splits) const {
 
 bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &error) const {
   const int splits = this->splits(args);
-  error = validateArgs(spec_, args, splits);
+  const bool clustered = mergesInCluster(args, splits);
+  error = validateArgs(spec_, args, splits, clustered);
   if (!error.empty())
     return false;
   if (args.batch == 0 || args.max_q_len == 0)
@@ -321,7 +323,7 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
   kernel::Params p = makeParams(spec_, args, splits);
   void *params[] = {&p};
   CUresult rc;
-  if (mergesInCluster(args, splits)) {
+  if (clustered) {
     // attn-split-kv on sm_90a: the splits of each (sequence, KV head) run as
     // one thread-block cluster and merge their results through distributed
     // shared memory (decode_store_cluster): no merge kernel, nothing written
@@ -367,7 +369,8 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
 }
 
 std::string Kernel::checkDeviceArguments(const AttentionArgs &args, CUstream stream) const {
-  std::string error = validateArgs(spec_, args, splits(args));
+  const int splits = this->splits(args);
+  std::string error = validateArgs(spec_, args, splits, mergesInCluster(args, splits));
   if (!error.empty())
     return error;
   CUresult rc = cu_->cuStreamSynchronize(stream);

@@ -104,6 +104,11 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
                            std::to_string(3 * 4 * 8 * 129 * 4));
   a.workspace_bytes = workspaceBytes(s, a, 3);
   CHECK(check(s, a) == "");
+  // Splits that merge in a cluster write no partial results: no workspace.
+  a.workspace = 0;
+  a.workspace_bytes = 0;
+  CHECK(validateArgs(s, a, 3, /*merge_in_cluster=*/true) == "");
+  CHECK(validateArgs(s, a, 3).rfind("workspace is a null pointer: 3 KV splits need", 0) == 0);
   // A contiguous cache needs its offsets; prefill never splits.
   AttentionArgs c = pagedDecode();
   CHECK(check(spec("gqa=4"), c) == "cu_seqlens_k is a null pointer (a contiguous KV cache needs it)");

@@ -58,12 +58,15 @@ struct AttentionArgs {
 /// its warps, the partial write). 1 for prefill.
 int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm);
 
-/// Bytes of workspace a launch with `splits` splits needs (0 for one split).
+/// Bytes of workspace a launch with `splits` splits needs when they merge
+/// through the merge kernel (0 for one split).
 size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits);
 
 /// The host-side checks of a launch: "" when the arguments fit the spec,
-/// else one line naming the argument and the problem.
-std::string validateArgs(const Spec &spec, const AttentionArgs &args, int splits);
+/// else one line naming the argument and the problem. Splits that merge in
+/// a thread-block cluster (`merge_in_cluster`) need no workspace.
+std::string validateArgs(const Spec &spec, const AttentionArgs &args, int splits,
+                         bool merge_in_cluster = false);
 
 /// The checks that need the contents of the index arrays (host copies):
 /// offsets ascending and within total_q / total_kv, lengths within the
@@ -92,8 +95,11 @@ public:
   int splits(const AttentionArgs &args) const {
     return chooseSplits(spec_, args, smCount_, blocksPerSm_);
   }
+  /// The workspace a launch with these arguments needs: none when its
+  /// splits merge in clusters (mergesInCluster).
   size_t workspaceBytes(const AttentionArgs &args) const {
-    return attn::workspaceBytes(spec_, args, splits(args));
+    const int n = splits(args);
+    return mergesInCluster(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
   }
 
   /// Whether a decode launch with these arguments merges its splits inside
