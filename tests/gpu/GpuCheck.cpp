@@ -191,15 +191,15 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
       a.block_table_stride = 1;
       bad.push_back({"pages of 16 tokens, but block_table_stride", a});
     }
-    if (spec.mode == Mode::Decode && k.kernel->workspaceBytes(dev->args) > 0) {
-      a = dev->args;
-      a.workspace_bytes = 16;
-      bad.push_back({"KV splits need", a});
-    } else if (spec.mode == Mode::Decode) {
+    if (spec.mode == Mode::Decode && k.kernel->mergesInCluster(dev->args)) {
       // The splits merge in a thread-block cluster: the launches above ran
       // with no workspace at all.
       report(std::string(text) + ": splits merged in a cluster, no workspace",
-             k.kernel->mergesInCluster(dev->args) && dev->args.workspace == 0 && ok, error);
+             dev->args.workspace == 0 && ok, error);
+    } else if (spec.mode == Mode::Decode && k.kernel->workspaceBytes(dev->args) > 0) {
+      a = dev->args;
+      a.workspace_bytes = 16;
+      bad.push_back({"KV splits need", a});
     }
     for (auto &[want, args] : bad) {
       std::string why;
