@@ -7,6 +7,11 @@
 // size of a few tiles), from the model stated in the output. Then both are
 // run on the CPU and their peak memory measured.
 //
+// For decode (one query token over N cached keys) the scores are only N
+// floats per head; what the kernel saves is the GQA group's reads of K and
+// V: one read per KV head instead of one per query head. So a decode spec
+// gets that model, for one KV head and its group, and nothing measured.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
@@ -99,6 +104,46 @@ std::string bytes(double b) {
   return llvm::formatv("{0:F1} {1}", b, units[u]).str();
 }
 
+/// The decode model: one KV head, its gqa query heads, one token each.
+void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
+  const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype), g = spec.gqa;
+  const bool fixedSplits = spec.split_kv != kSplitKVAuto;
+  const int64_t s = fixedSplits ? spec.split_kv : 1;
+  llvm::outs() << "spec " << spec.str() << "\n\n"
+               << "Model, for one KV head and its g = " << g
+               << " query heads, one query token each, N cached keys, head_dim d = " << d << ", "
+               << b << "-byte elements, fp32 scores:\n"
+               << "  textbook HBM:  per query head: read q (d) + read K and V (2Nd) + write S, "
+                  "read S, write P, read P (4 N fp32) + write o (d)\n"
+               << "  kernel HBM:    read the g queries (gd) + read K and V once for the group "
+                  "(2Nd) + write O (gd)"
+               << (s > 1 ? " + write and read the splits' partial states (2 s g (d + 1) fp32)" : "")
+               << "\n"
+               << "  textbook peak scratch: S and P, N fp32 per query head (in place: gN)\n"
+               << "  kernel peak scratch:   s thread blocks (one per split), each the group's "
+                  "query rows + "
+               << kvStages(spec) << " stages of K and V tiles of " << spec.tile_kv << " keys\n";
+  if (!fixedSplits)
+    llvm::outs() << "  split_kv = auto: the split count is chosen at launch from the batch, "
+                    "the KV heads and the GPU; the table assumes one split (each split adds "
+                    "2 g (d + 1) fp32 of partial state)\n";
+  llvm::outs() << "\n"
+               << llvm::format("%8s %14s %14s %8s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
+                               "ratio", "textbook scratch", "kernel scratch");
+  for (int64_t n : lengths) {
+    const double tbHBM = g * (2.0 * d * b + 2.0 * n * d * b + 4.0 * n * 4);
+    const double kHBM = 2.0 * g * d * b + 2.0 * n * d * b + (s > 1 ? 2.0 * s * g * (d + 1) * 4 : 0);
+    llvm::outs() << llvm::format("%8lld %14s %14s %7.1fx %16s %16s\n", (long long)n,
+                                 bytes(tbHBM).c_str(), bytes(kHBM).c_str(), tbHBM / kHBM,
+                                 bytes(double(g) * n * 4).c_str(),
+                                 bytes(double(s) * sharedMemoryBytes(spec)).c_str());
+  }
+  llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
+                  "g (1 + 8 / (d b)), the group's one read of K and V plus the textbook's score "
+                  "traffic. Nothing is measured on the CPU for decode: one query's scores are N "
+                  "floats either way.)\n";
+}
+
 } // namespace
 
 int explain(const ExplainOptions &o) {
@@ -108,12 +153,6 @@ int explain(const ExplainOptions &o) {
     return 1;
   }
   const Spec spec = *parsed.spec;
-  if (spec.mode == Mode::Decode) {
-    llvm::errs() << "attnc explain: mode = decode: explain models prefill, N queries over N "
-                    "keys (the score matrix is what the kernel avoids); a decode step reads "
-                    "each K and V row once either way: give a prefill spec\n";
-    return 1;
-  }
   std::vector<int64_t> lengths;
   if (o.lengths.empty() || o.lengths.back() == ',') {
     llvm::errs() << "attnc explain: --lengths: '' is not a length in 1..1048576\n";
@@ -132,6 +171,10 @@ int explain(const ExplainOptions &o) {
       }
       lengths.push_back(n);
     }
+  }
+  if (spec.mode == Mode::Decode) {
+    explainDecode(spec, lengths);
+    return 0;
   }
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype);
   const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = kvStages(spec);

@@ -114,11 +114,13 @@ static cl::opt<int64_t> traceRow("row", cl::desc("Query row to follow (default: 
 
 // attnc explain
 static cl::opt<std::string> explainLengths("lengths",
-                                           cl::desc("Sequence lengths N, comma separated"),
+                                           cl::desc("Sequence lengths N, comma separated (decode: "
+                                                    "the cached keys)"),
                                            cl::init("512,2048,8192"), cl::sub(explainCmd),
                                            cl::cat(attncCategory));
 static cl::opt<bool> explainNoMeasure("model-only",
-                                      cl::desc("Print the model without running on the CPU"),
+                                      cl::desc("Print the model without running on the CPU "
+                                               "(decode specs are never run)"),
                                       cl::init(false), cl::sub(explainCmd), cl::cat(attncCategory));
 
 // attnc aot
