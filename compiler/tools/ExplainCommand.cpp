@@ -140,8 +140,8 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   }
   llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
                   "g (1 + 8 / (d b)), the group's one read of K and V plus the textbook's score "
-                  "traffic. Nothing is measured on the CPU for decode: one query head's scores are N "
-                  "floats either way.)\n";
+                  "traffic. Nothing is measured on the CPU for decode: one query head's scores "
+                  "are N floats either way.)\n";
 }
 
 } // namespace
