@@ -1,7 +1,7 @@
 //===- GpuCheck.cpp - The emitted kernels on a GPU, against fp64 attention -===//
 //
 //   attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... [--source FILE]...
-//                  [--rows prefill|decode|all]] [--spec TEXT]...
+//                  [--rows prefill|decode|all] [--decode-row B,HQ,HKV,LEN]...] [--spec TEXT]...
 //
 // For each spec: the kernel through the runtime (pipeline, emitter, NVRTC
 // for this GPU), then a ragged batch of fresh random inputs (seed printed;
@@ -17,7 +17,9 @@
 // left to the other) when given, and for each --source (a prefill or decode
 // kernel printed by `attnc emit` and edited by hand) on the rows of its spec, after checking
 // its output against the emitted kernel's on the same inputs; --rows takes
-// only the prefill or the decode rows (e.g. under a profiler). Exit 0: all within bounds; 1: a failure;
+// only the prefill or the decode rows (e.g. under a profiler); --decode-row
+// times the given decode shapes (batch, query heads, KV heads, KV length)
+// instead of the benchmark's five. Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
 //===----------------------------------------------------------------------===//
@@ -31,6 +33,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <random>
 #include <string>
@@ -332,8 +335,40 @@ std::string splitsText(const Kernel &k, const AttentionArgs &a) {
   return std::to_string(k.splits(a)) + (k.mergesInCluster(a) ? "c" : "");
 }
 
+/// A decode shape of --bench: batch, query heads, KV heads, KV length.
+struct DecodeRow {
+  int batch, hq, hkv, len;
+};
+
+/// "B,HQ,HKV,LEN" as a DecodeRow, or an error that names what is wrong.
+std::optional<DecodeRow> parseDecodeRow(const std::string &text, std::string &error) {
+  std::vector<long long> v;
+  std::stringstream in(text);
+  for (std::string field; std::getline(in, field, ',');) {
+    char *end = nullptr;
+    const long long n = std::strtoll(field.c_str(), &end, 10);
+    if (field.empty() || *end != '\0' || n < 1 || n > (1 << 24)) {
+      error = "--decode-row " + text + ": '" + field + "' is not a whole number in 1.." +
+              std::to_string(1 << 24);
+      return std::nullopt;
+    }
+    v.push_back(n);
+  }
+  if (v.size() != 4) {
+    error = "--decode-row " + text + ": give four numbers, B,HQ,HKV,LEN";
+    return std::nullopt;
+  }
+  if (v[1] % v[2] != 0) {
+    error = "--decode-row " + text + ": " + std::to_string(v[1]) + " query heads are not a multiple of " +
+            std::to_string(v[2]) + " KV heads";
+    return std::nullopt;
+  }
+  return DecodeRow{int(v[0]), int(v[1]), int(v[2]), int(v[3])};
+}
+
 int bench(Gpu &g, const std::vector<std::string> &variants,
-          const std::vector<SourceKernel> &sources, const std::string &rows) {
+          const std::vector<SourceKernel> &sources, const std::string &rows,
+          const std::vector<DecodeRow> &decodeRows) {
   std::mt19937_64 rng(1);
   auto load = [&](const Spec &spec) -> std::shared_ptr<const Kernel> {
     KernelLookup k = g.rt->kernel(spec);
@@ -437,9 +472,6 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
   if (rows != "prefill") {
     std::printf("%-52s %10s %10s %6s\n", "decode (bf16, hd 128, paged, page 16)", "ms", "GB/s",
                 "splits");
-    struct Row {
-      int batch, hq, hkv, len;
-    };
     // Decode takes a variant's tile_kv, split_kv and stages (tile_q is
     // prefill's), each distinct combination once.
     std::vector<std::string> decodeVariants;
@@ -451,8 +483,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
       if (std::find(decodeVariants.begin(), decodeVariants.end(), fields) == decodeVariants.end())
         decodeVariants.push_back(fields);
     }
-    for (Row r : {Row{64, 32, 8, 1024}, Row{64, 32, 8, 4096}, Row{16, 32, 8, 16384},
-                  Row{128, 32, 8, 4096}, Row{8, 64, 8, 32768}}) {
+    for (const DecodeRow &r : decodeRows) {
       std::unique_ptr<harness::DeviceBatch> dev; // the row's inputs, for all its variants
       for (const std::string &fields : decodeVariants) {
         const std::string text = "mode=decode,dtype=bf16,head_dim=128,page_size=16,gqa=" +
@@ -507,6 +538,8 @@ int main(int argc, char **argv) {
   bool quick = false, jit = false, benchOnly = false;
   std::vector<std::string> specs, variants, sourcePaths;
   std::string rows = "all";
+  // The benchmark's decode rows (PERF.md), unless --decode-row gives others.
+  std::vector<DecodeRow> decodeRows;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick")
@@ -521,13 +554,23 @@ int main(int argc, char **argv) {
       variants.push_back(argv[++i]);
     else if (a == "--source" && i + 1 < argc)
       sourcePaths.push_back(argv[++i]);
+    else if (a == "--decode-row" && i + 1 < argc) {
+      std::string error;
+      const std::optional<DecodeRow> row = parseDecodeRow(argv[++i], error);
+      if (!row) {
+        std::fprintf(stderr, "attn-gpu-check: %s\n", error.c_str());
+        return 2;
+      }
+      decodeRows.push_back(*row);
+    }
     else if (a == "--rows" && i + 1 < argc &&
              (std::strcmp(argv[i + 1], "prefill") == 0 || std::strcmp(argv[i + 1], "decode") == 0 ||
               std::strcmp(argv[i + 1], "all") == 0))
       rows = argv[++i];
     else {
       std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... "
-                           "[--source FILE]... [--rows prefill|decode|all]] [--spec TEXT]...\n");
+                           "[--source FILE]... [--rows prefill|decode|all] [--decode-row B,HQ,HKV,LEN]...] "
+                           "[--spec TEXT]...\n");
       return 2;
     }
   }
@@ -580,7 +623,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sources.size(); ++i)
       if (!loadSource(g, sourcePaths[i], sources[i]))
         return 1;
-    return bench(g, variants.empty() ? std::vector<std::string>{""} : variants, sources, rows);
+    if (decodeRows.empty())
+      decodeRows = {{64, 32, 8, 1024}, {64, 32, 8, 4096}, {16, 32, 8, 16384}, {128, 32, 8, 4096},
+                    {8, 64, 8, 32768}};
+    return bench(g, variants.empty() ? std::vector<std::string>{""} : variants, sources, rows,
+                 decodeRows);
   }
   if (jit) {
     if (defaults)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The data behind split_kv = auto (chooseSplits, runtime/lib/Kernel.cpp): every
+# decode pipeline depth (2, 3, 4 stages: 3, 2, 1 blocks per SM for head_dim 128)
+# with the automatic split count and with fixed ones, on decode shapes from one
+# sequence to 128, timed by attn-gpu-check --bench (L2 flushed before each
+# launch, median). Run on the GPU machine with the packed binaries
+# (tests/gpu/pack.sh); the log goes to stdout.
+#
+#   bash bench/split-sweep.sh [build-static/pack]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+pack=${1:-$root/build-static/pack}
+variants=()
+for stages in 2 3 4; do
+  for split in auto 1 2 3 4 5 6 8 12 16; do
+    variants+=(--variant "stages=$stages,split_kv=$split")
+  done
+done
+rows=()
+for row in 64,32,8,1024 64,32,8,4096 16,32,8,16384 128,32,8,4096 8,64,8,32768 \
+           1,32,8,32768 2,32,8,4096 4,32,8,8192 32,32,8,2048 32,32,8,8192; do
+  rows+=(--decode-row "$row")
+done
+exec "$pack/attn-gpu-check" --bench --rows decode "${variants[@]}" "${rows[@]}"
