@@ -28,7 +28,8 @@ std::string misaligned(const char *what, CUdeviceptr p, unsigned align) {
 }
 } // namespace
 
-int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm) {
+int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm,
+                 const std::function<bool(int splits)> &merges_in_cluster) {
   if (spec.mode != Mode::Decode)
     return 1;
   if (args.num_splits > 0)
@@ -42,7 +43,9 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
   const int64_t most = std::clamp<int64_t>(tiles / 2, 1, 64);
   int64_t best = 1, bestCost = std::numeric_limits<int64_t>::max();
   for (int64_t s = 1; s <= most; ++s) {
-    const int64_t cost = ceilDiv(blocks * s, slots) * (ceilDiv(tiles, s) + 1);
+    const bool mergeKernel = s > 1 && !(merges_in_cluster && merges_in_cluster(static_cast<int>(s)));
+    const int64_t cost =
+        ceilDiv(blocks * s, slots) * (ceilDiv(tiles, s) + 1) + (mergeKernel ? kMergeKernelTiles : 0);
     if (cost < bestCost) {
       best = s;
       bestCost = cost;

@@ -21,6 +21,7 @@
 #include "attnc/Driver.h"
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -53,10 +54,22 @@ struct AttentionArgs {
 /// The number of KV splits a decode launch uses: args.num_splits when set,
 /// else the spec's split_kv, else (split_kv = auto) the count that finishes
 /// soonest by a model of the launch: blocks run in waves of
-/// sm_count * blocks_per_sm, and each block costs its share of the longest
+/// sm_count * blocks_per_sm, each block costs its share of the longest
 /// sequence's KV tiles plus about one tile of fixed work (Q, the merge of
-/// its warps, the partial write). 1 for prefill.
-int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm);
+/// its warps, the partial write), and splits that go through the merge
+/// kernel cost kMergeKernelTiles more; those that merge in a thread-block
+/// cluster (`merges_in_cluster(splits)`, when given) do not. 1 for prefill.
+int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm,
+                 const std::function<bool(int splits)> &merges_in_cluster = {});
+
+/// What chooseSplits charges a launch whose splits merge through the merge
+/// kernel, in tiles of one block's KV loop. Fitted to bench/split-sweep.sh on
+/// the H200 (tests/gpu/RESULTS.md: ten shapes from 1 to 128 sequences, every
+/// split count, at each decode depth). With any value from 4 to 13, the
+/// default decode kernel (three stages) takes a split count within 1.4 % of
+/// the fastest on every shape; without it, 2 sequences of 4096 keys took 16
+/// splits through the merge kernel, 8 % slower than 8 merged in clusters.
+inline constexpr int kMergeKernelTiles = 8;
 
 /// Bytes of workspace a launch with `splits` splits needs when they merge
 /// through the merge kernel (0 for one split).
@@ -93,7 +106,8 @@ public:
   const Spec &spec() const { return spec_; }
   const kernel::LaunchShape &shape() const { return shape_; }
   int splits(const AttentionArgs &args) const {
-    return chooseSplits(spec_, args, smCount_, blocksPerSm_);
+    return chooseSplits(spec_, args, smCount_, blocksPerSm_,
+                        [&](int n) { return mergesInCluster(args, n); });
   }
   /// The workspace a launch with these arguments needs: none when its
   /// splits merge in clusters (mergesInCluster).
