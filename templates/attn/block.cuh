@@ -108,12 +108,6 @@ struct KVTile {
     }
   };
 
-  template <class Cache>
-  ATTN_DEVICE KVTile(const Cache &kv, int t0) {
-#pragma unroll
-    for (unsigned step = 0; step < P::kSteps; ++step)
-      slot[step] = kv.slot(t0 + P::row(step));
-  }
   /// The slots from entries read earlier for the same t0.
   template <class Cache>
   ATTN_DEVICE KVTile(const Cache &kv, int t0, const Lookups &read) {
@@ -121,6 +115,9 @@ struct KVTile {
     for (unsigned step = 0; step < P::kSteps; ++step)
       slot[step] = kv.slot(t0 + P::row(step), read.entry[step]);
   }
+  /// The slots, reading the entries now.
+  template <class Cache>
+  ATTN_DEVICE KVTile(const Cache &kv, int t0) : KVTile(kv, t0, Lookups(kv, t0)) {}
 
   /// K and V of KV head h into their shared tiles, each piece's address
   /// computed once for both (one cp.async group for the two).
