@@ -68,8 +68,8 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
 /// split count, at each decode depth). With any value from 4 to 13, the
 /// default decode kernel (three stages) takes a split count within 1.4 % of
 /// the fastest on every shape of that sweep (1.8 % in a second call); without
-/// it, 2 sequences of 4096 keys took 16 splits through the merge kernel, 7–9 %
-/// slower than the 8 merged in clusters it now takes.
+/// it, 2 sequences of 4096 keys took 16 splits through the merge kernel, which
+/// moved 7–8 % fewer GB/s than the 8 merged in clusters it now takes.
 inline constexpr int kMergeKernelTiles = 8;
 
 /// Bytes of workspace a launch with `splits` splits needs when they merge
