@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The data behind split_kv = auto (chooseSplits, runtime/lib/Kernel.cpp): every
-# decode pipeline depth (2, 3, 4 stages: 3, 2, 1 blocks per SM for head_dim 128)
+# decode pipeline depth (2, 3, 4 stages: 2, 2, 1 blocks per SM for head_dim 128)
 # with the automatic split count and with fixed ones, on decode shapes from one
 # sequence to 128, timed by attn-gpu-check --bench (L2 flushed before each
 # launch, median). Run on the GPU machine with the packed binaries

@@ -363,6 +363,14 @@ std::optional<DecodeRow> parseDecodeRow(const std::string &text, std::string &er
             std::to_string(v[2]) + " KV heads";
     return std::nullopt;
   }
+  // K and V in bf16, head_dim 128, made on the host first: keep them to 32 GiB.
+  const double gib = 2.0 * v[0] * v[3] * v[2] * 128 * 2 / double(1 << 30);
+  if (gib > 32) {
+    char size[32];
+    std::snprintf(size, sizeof(size), "%.0f", gib);
+    error = "--decode-row " + text + ": its K and V would take " + size + " GiB; at most 32";
+    return std::nullopt;
+  }
   return DecodeRow{int(v[0]), int(v[1]), int(v[2]), int(v[3])};
 }
 
