@@ -4,7 +4,10 @@
 #include "attnc/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
+
+#include <algorithm>
 
 using namespace mlir;
 
@@ -34,10 +37,46 @@ void buildAttnPipeline(OpPassManager &pm, const std::string &stopAfter) {
     return;
 }
 
+namespace {
+/// attn-pipeline's options, e.g. `--attn-pipeline=stop-after=attn-mask-tiles`.
+/// (With no options at all, MLIR refuses `--attn-pipeline=foo=1` without a
+/// word; with one, it names the option it does not know.)
+struct AttnPipelineOptions : public PassPipelineOptions<AttnPipelineOptions> {
+  Option<std::string> stopAfter{*this, "stop-after",
+                                llvm::cl::desc("Stop after this pass of the pipeline"),
+                                llvm::cl::init("")};
+};
+
+/// Stands in for the pipeline when its options name no pass of it: fails
+/// with a message that lists the passes, instead of running all of them.
+struct RefuseStopAfter : public PassWrapper<RefuseStopAfter, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RefuseStopAfter)
+  explicit RefuseStopAfter(std::string name) : name(std::move(name)) {}
+  StringRef getArgument() const override { return "attn-refuse-stop-after"; }
+  void runOnOperation() override {
+    std::string passes;
+    for (const std::string &p : pipelinePassNames())
+      passes += (passes.empty() ? "" : ", ") + p;
+    getOperation()->emitError() << "attn-pipeline: stop-after=" << name
+                                << " is not a pass of the pipeline (" << passes << ")";
+    signalPassFailure();
+  }
+  std::string name;
+};
+} // namespace
+
 void registerAttnPipeline() {
   registerAttnPasses(); // generated from Passes.td
-  PassPipelineRegistration<>("attn-pipeline", "The whole attnc pipeline, textbook to tiles",
-                             [](OpPassManager &pm) { buildAttnPipeline(pm); });
+  PassPipelineRegistration<AttnPipelineOptions>(
+      "attn-pipeline", "The whole attnc pipeline, textbook to tiles",
+      [](OpPassManager &pm, const AttnPipelineOptions &options) {
+        const std::string &stop = options.stopAfter;
+        const std::vector<std::string> &names = pipelinePassNames();
+        if (!stop.empty() && std::find(names.begin(), names.end(), stop) == names.end())
+          pm.addPass(std::make_unique<RefuseStopAfter>(stop));
+        else
+          buildAttnPipeline(pm, stop);
+      });
 }
 
 } // namespace attn

@@ -1,4 +1,20 @@
 // RUN: attn-opt %s --attn-pipeline | FileCheck %s
+// RUN: attn-opt %s --attn-pipeline=stop-after=attn-safe-init | FileCheck %s --check-prefix=SAFE
+// RUN: not attn-opt %s --attn-pipeline=stop-after=attn-bogus 2>&1 | FileCheck %s --check-prefix=BADSTOP
+// RUN: not attn-opt %s --attn-pipeline=foo=1 2>&1 | FileCheck %s --check-prefix=BADOPT
+
+// stop-after ends the pipeline after the pass it names: the online softmax
+// and the -inf-safe rescale are in, the mask tiles and the pages are not yet.
+// SAFE-LABEL: func.func @decode
+// SAFE:         attn.gather_pages
+// SAFE:         attn.rescale_factor {{.+}} inf_safe
+// SAFE-NOT:     attn.classify_tiles
+// SAFE-NOT:     attn.block_table_lookup
+
+// A name that is no pass of the pipeline, or an option it does not have, is
+// refused and named.
+// BADSTOP: error: attn-pipeline: stop-after=attn-bogus is not a pass of the pipeline (attn-online-softmax, attn-safe-init, attn-mask-tiles, attn-share-kv-heads, attn-page-kv, attn-split-kv)
+// BADOPT: no such option foo
 
 // The named pipeline takes a textbook decode kernel to the final tile-level
 // form: every idea is in place.
