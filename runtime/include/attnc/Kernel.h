@@ -64,12 +64,13 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
 
 /// What chooseSplits charges a launch whose splits merge through the merge
 /// kernel, in tiles of one block's KV loop. Fitted to bench/split-sweep.sh on
-/// the H200 (tests/gpu/RESULTS.md: ten shapes from 1 to 128 sequences, every
-/// split count, at each decode depth). With any value from 4 to 13, the
-/// default decode kernel (three stages) takes a split count within 1.4 % of
-/// the fastest on every shape of that sweep (1.8 % in a second call); without
-/// it, 2 sequences of 4096 keys took 16 splits through the merge kernel, which
-/// moved 7–8 % fewer GB/s than the 8 merged in clusters it now takes.
+/// the H200 (tests/gpu/RESULTS.md: ten shapes from 1 to 128 sequences, 1 to
+/// 16 splits, each decode depth; values from 6 to 10 choose alike there). In
+/// the call that checked it, the default decode kernel (three stages) took
+/// the fastest count or one within 0.1 % on eight shapes, and 1.6 % and 1.8 %
+/// behind on two; without it, 2 sequences of 4096 keys took 16 splits through
+/// the merge kernel, which moved 7–8 % fewer GB/s than the 8 merged in
+/// clusters it now takes.
 inline constexpr int kMergeKernelTiles = 8;
 
 /// Bytes of workspace a launch with `splits` splits needs when they merge
