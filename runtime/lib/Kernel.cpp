@@ -251,6 +251,12 @@ std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &
     error = cu->describe(rc, ("looking up the kernels of " + spec.str()).c_str());
     return nullptr;
   }
+  // Clusters of more than 8 splits, where the device takes them; otherwise
+  // the launch keeps to 8 (maxActiveClusters).
+  if (shape.cluster_merge && spec.target == Target::SM90a)
+    k->nonPortableClusters_ =
+        cu->cuFuncSetAttribute(k->main_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) ==
+        CUDA_SUCCESS;
   return k;
 }
 
@@ -284,7 +290,7 @@ CUlaunchConfig splitClusters(const kernel::LaunchShape &shape, int splits, int64
 
 int Kernel::maxActiveClusters(int splits) const {
   if (!shape_.cluster_merge || spec_.target != Target::SM90a || splits < 2 ||
-      splits > kMaxClusterSplits)
+      splits > (nonPortableClusters_ ? kMaxClusterSplits : kMaxPortableClusterSplits))
     return 0;
   int known = maxClusters_[splits].load(std::memory_order_relaxed);
   if (known == 0) {

@@ -139,13 +139,16 @@ private:
   Kernel() = default;
   /// mergesInCluster for the split count the launch has already chosen.
   bool mergesInCluster(const AttentionArgs &args, int splits) const;
-  static constexpr int kMaxClusterSplits = 8; ///< the portable cluster size
+  /// The largest cluster of splits: 8 is the portable cluster size; up to 16
+  /// where the device allows non-portable sizes (sm_90a: the H100 and H200).
+  static constexpr int kMaxPortableClusterSplits = 8, kMaxClusterSplits = 16;
   const CudaDriver *cu_ = nullptr;
   Spec spec_;
   kernel::LaunchShape shape_;
   CUmodule module_ = nullptr;
   CUfunction main_ = nullptr, merge_ = nullptr;
   int smCount_ = 1, blocksPerSm_ = 1;
+  bool nonPortableClusters_ = false; ///< clusters of 9..kMaxClusterSplits splits allowed
   /// maxActiveClusters' answer per split count plus one; 0: not asked yet.
   mutable std::atomic<int> maxClusters_[kMaxClusterSplits + 1] = {};
 };
