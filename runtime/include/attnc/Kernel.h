@@ -119,8 +119,10 @@ public:
   }
 
   /// Whether a decode launch with these arguments merges its splits inside
-  /// thread-block clusters (sm_90a, 2..kMaxClusterSplits splits, and all of
-  /// the grid's clusters resident at once) rather than through the merge kernel.
+  /// thread-block clusters (sm_90a, 2..8 splits, up to kMaxClusterSplits where
+  /// the device takes non-portable cluster sizes and clusters of 8 would keep
+  /// at most a quarter of its block slots busy, and all of the grid's clusters
+  /// resident at once) rather than through the merge kernel.
   bool mergesInCluster(const AttentionArgs &args) const;
   /// How many clusters of `splits` blocks the device holds at once; 0 where
   /// the kernel does not merge in clusters or none fit.
