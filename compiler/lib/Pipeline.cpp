@@ -6,8 +6,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
-
-#include <algorithm>
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
@@ -54,11 +54,9 @@ struct RefuseStopAfter : public PassWrapper<RefuseStopAfter, OperationPass<>> {
   explicit RefuseStopAfter(std::string name) : name(std::move(name)) {}
   StringRef getArgument() const override { return "attn-refuse-stop-after"; }
   void runOnOperation() override {
-    std::string passes;
-    for (const std::string &p : pipelinePassNames())
-      passes += (passes.empty() ? "" : ", ") + p;
     getOperation()->emitError() << "attn-pipeline: stop-after=" << name
-                                << " is not a pass of the pipeline (" << passes << ")";
+                                << " is not a pass of the pipeline ("
+                                << llvm::join(pipelinePassNames(), ", ") << ")";
     signalPassFailure();
   }
   std::string name;
@@ -71,8 +69,7 @@ void registerAttnPipeline() {
       "attn-pipeline", "The whole attnc pipeline, textbook to tiles",
       [](OpPassManager &pm, const AttnPipelineOptions &options) {
         const std::string &stop = options.stopAfter;
-        const std::vector<std::string> &names = pipelinePassNames();
-        if (!stop.empty() && std::find(names.begin(), names.end(), stop) == names.end())
+        if (!stop.empty() && !llvm::is_contained(pipelinePassNames(), stop))
           pm.addPass(std::make_unique<RefuseStopAfter>(stop));
         else
           buildAttnPipeline(pm, stop);
