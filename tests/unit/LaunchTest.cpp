@@ -125,24 +125,38 @@ TEST_CASE("split_kv = auto fills the GPU in whole waves, keeps splits long enoug
           "[launch]") {
   const Spec autoSplit = spec("mode=decode,page_size=16,gqa=4");
   AttentionArgs a = pagedDecode();
-  // 8 x 8 = 64 blocks, 512 tiles of 64 keys; 132 SMs x 3 blocks = 396 at once:
-  // 6 splits fill one wave (384 blocks), 7 would spill into a second.
+  // 8 x 8 = 64 blocks, 512 tiles of 64 keys; 132 SMs x 3 blocks = 396 at once.
+  // 2 splits (128 blocks) leave SMs without a block; 3 (192) give every SM one,
+  // which keeps HBM busy: more splits in the wave only add each block's fixed tile.
   a.batch = 8;
   a.num_kv_heads = 8;
   a.max_kv_len = 32768;
-  CHECK(chooseSplits(autoSplit, a, 132, 3) == 6);
-  // 512 blocks of 16 tiles: 1.3 waves unsplit (34 tiles of time); 2 splits, 2.6 waves of
-  // half the work (27) plus the merge kernel (8): measured slower on the H200.
+  CHECK(chooseSplits(autoSplit, a, 132, 3) == 3);
+  // One sequence: 8 blocks of 512 tiles, 264 at once. Through the merge kernel the
+  // fewest splits that give every SM a block win: 19 (152 blocks of 28 tiles).
+  // Merged in clusters of up to 16, without the merge kernel, 16 win (128 blocks of
+  // 33 tiles, four SMs idle): measured 1.1-3.5 % faster than 32 through the merge.
+  a.batch = 1;
+  CHECK(chooseSplits(autoSplit, a, 132, 2) == 19);
+  CHECK(chooseSplits(autoSplit, a, 132, 2, [](int n) { return n <= 16; }) == 16);
+  CHECK(chooseSplits(autoSplit, a, 132, 2, [](int) { return false; }) == 19);
+  // 512 blocks of 16 tiles, 396 at once: unsplit, one full wave (17 tiles of time)
+  // and 116 blocks, fewer than one per SM, as long as a third of a wave (5.7); 2
+  // splits, 2.6 waves of half the work (23.3) plus the merge kernel (8): measured
+  // slower on the H200.
   a.batch = 64;
   a.max_kv_len = 1024;
   CHECK(chooseSplits(autoSplit, a, 132, 3) == 1);
-  // 2 x 8 = 16 blocks of 64 tiles, 264 at once: through the merge kernel 16 splits
-  // (4 tiles each, + 8) beat 8 (8 + 8); where up to 8 splits merge in clusters, 8 win.
+  // 2 x 8 = 16 blocks of 64 tiles, 264 at once: 8 splits are the fewest past one
+  // block per SM, whether they merge in clusters or through the merge kernel.
   a.batch = 2;
   a.max_kv_len = 4096;
-  CHECK(chooseSplits(autoSplit, a, 132, 2) == 16);
+  CHECK(chooseSplits(autoSplit, a, 132, 2) == 8);
   CHECK(chooseSplits(autoSplit, a, 132, 2, [](int n) { return n <= 8; }) == 8);
-  CHECK(chooseSplits(autoSplit, a, 132, 2, [](int) { return false; }) == 16);
+  // With one block per SM (four stages) 16 splits take two waves of 5 tiles, 8 one
+  // of 9: 8 win (measured on the H200: 1564 GB/s against 1294).
+  CHECK(chooseSplits(autoSplit, a, 132, 1) == 8);
+  CHECK(chooseSplits(autoSplit, a, 132, 1, [](int) { return false; }) == 8);
   // Enough blocks for many full waves: no split.
   a.batch = 64 * 33;
   CHECK(chooseSplits(autoSplit, a, 132, 1) == 1);

@@ -56,9 +56,12 @@ struct AttentionArgs {
 /// soonest by a model of the launch: blocks run in waves of
 /// sm_count * blocks_per_sm, each block costs its share of the longest
 /// sequence's KV tiles plus about one tile of fixed work (Q, the merge of
-/// its warps, the partial write), and splits that go through the merge
-/// kernel cost kMergeKernelTiles more; those that merge in a thread-block
-/// cluster (`merges_in_cluster(splits)`, when given) do not. 1 for prefill.
+/// its warps, the partial write); a last wave that gives every SM a block
+/// keeps HBM busy and takes the time of its share of the bytes, one with
+/// fewer blocks as long as sm_count of them; and splits that go through the
+/// merge kernel cost kMergeKernelTiles more; those that merge in a
+/// thread-block cluster (`merges_in_cluster(splits)`, when given) do not.
+/// 1 for prefill.
 int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm,
                  const std::function<bool(int splits)> &merges_in_cluster = {});
 
