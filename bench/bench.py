@@ -5,7 +5,9 @@ not, B * N = 16384 tokens, H * head_dim = 2048, contiguous K/V (12 rows); decode
 query token, head_dim 128, on five GQA rows (B, query / KV heads, KV length): 64, 32/8,
 1024; 64, 32/8, 4096; 16, 32/8, 16384; 128, 32/8, 4096; 8, 64/8, 32768, attnc reading
 K/V through a block table of 16-token pages over shuffled pages, the anchors the same
-cache contiguous.
+cache contiguous. Decode rows also time attnc on the same cache with each sequence's
+pages in order ("attnc in order"), to show what the shuffle costs; the ratios to the
+anchors are the shuffled table's.
 
     python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--profile]
 
@@ -42,6 +44,7 @@ from triton.testing import do_bench  # noqa: E402
 import attnc  # noqa: E402
 
 F = torch.nn.functional
+ANCHORS = ("flash", "cudnn", "flex")
 USE_FLEX = True
 PROFILE = False
 
@@ -174,6 +177,21 @@ def decode_rows(quick):
                              f"{err:.3g}); nothing timed")
         nbytes = 2 * k.numel() * k.element_size()
         t = {"attnc": timed(run)}
+        # The same cache with each sequence's pages in order (a freshly filled
+        # cache): what the table's shuffle costs, beside the anchors.
+        ko, vo = (x.permute(0, 2, 1, 3).reshape(b * pages_per_seq, page, hkv, 128).contiguous()
+                  for x in (k, v))
+        in_order = torch.arange(b * pages_per_seq, dtype=torch.int32,
+                                device="cuda").view(b, pages_per_seq)
+        p2 = attnc.plan(qp, ko, vo, cu_seqlens_q=cu, max_seqlen_q=1, block_table=in_order,
+                        seq_lens_k=lens, max_seqlen_k=n)
+        p2.run()
+        err2 = rel_err(p2.out.view(b, hq, 1, 128), ref)
+        if not err2 < 1e-2:
+            raise SystemExit(f"decode B {b} kv {n}, pages in order: attnc differs from SDPA "
+                             f"(relative error {err2:.3g}); nothing timed")
+        t["attnc_in_order"] = timed(p2.run)
+        del ko, vo, p2
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
                               ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             with sdpa_kernel(backend):
@@ -238,7 +256,9 @@ def print_row(row):
     unit = "TFLOP/s" if row["kind"] == "prefill" else "GB/s"
     r = row["rate"]
     parts = [f"{k} {v:7.1f}" for k, v in r.items()]
-    ratios = [f"x{k} {r['attnc'] / v:5.2f}" for k, v in r.items() if k != "attnc" and v == v]
+    ratios = [f"x{k} {r['attnc'] / v:5.2f}" for k, v in r.items() if k in ANCHORS and v == v]
+    if "attnc_in_order" in r and "cudnn" in r:
+        ratios.append(f"in order xcudnn {r['attnc_in_order'] / r['cudnn']:5.2f}")
     print(f"{label(row):34s} {unit:7s} " + "  ".join(parts) + "   " + "  ".join(ratios) +
           f"   (err {row['rel_err']:.1e})", flush=True)
 
@@ -251,13 +271,20 @@ def markdown(rows, meta):
         sel = [r for r in rows if r["kind"] == kind]
         if not sel:
             continue
-        names = [n for n in ("attnc", "flash", "cudnn", "flex") if n in sel[0]["rate"]]
-        head = ["row"] + [f"{n} {unit}" for n in names] + [f"x {n}" for n in names[1:]]
+        names = [n for n in ("attnc",) + ANCHORS if n in sel[0]["rate"]]
+        anchors = names[1:]
+        in_order = "attnc_in_order" in sel[0]["rate"]
+        rated = names[:1] + (["attnc_in_order"] if in_order else []) + anchors
+        head = (["row"] + [f"{n.replace('_', ' ')} {unit}" for n in rated] +
+                [f"x {n}" for n in anchors] +
+                (["in order x cudnn"] if in_order and "cudnn" in anchors else []))
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for r in sel:
-            vals = [f"{r['rate'][n]:.1f}" for n in names]
-            rat = [f"{r['rate']['attnc'] / r['rate'][n]:.2f}" for n in names[1:]]
+            vals = [f"{r['rate'][n]:.1f}" for n in rated]
+            rat = [f"{r['rate']['attnc'] / r['rate'][n]:.3f}" for n in anchors]
+            if in_order and "cudnn" in anchors:
+                rat.append(f"{r['rate']['attnc_in_order'] / r['rate']['cudnn']:.3f}")
             lines.append("| " + " | ".join([label(r)] + vals + rat) + " |")
         lines.append("")
     mem = [r for r in rows if r["kind"] == "memory"]
@@ -288,12 +315,13 @@ def chart(rows, path):
         sel = [r for r in rows if r["kind"] == kind]
         if not sel:
             continue
-        names = [n for n in ("attnc", "flash", "cudnn", "flex") if n in sel[0]["rate"]]
+        names = [n for n in ("attnc", "attnc_in_order") + ANCHORS if n in sel[0]["rate"]]
         width = 0.8 / len(names)
         for i, n in enumerate(names):
             ax.bar([x + i * width for x in range(len(sel))], [r["rate"][n] for r in sel], width,
-                   label={"flash": "SDPA flash (FA2)", "cudnn": "SDPA cuDNN",
-                          "flex": "FlexAttention"}.get(n, n))
+                   label={"attnc": "attnc (decode: pages shuffled)",
+                          "attnc_in_order": "attnc, pages in order", "flash": "SDPA flash (FA2)",
+                          "cudnn": "SDPA cuDNN", "flex": "FlexAttention"}.get(n, n))
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(sel))])
         ax.set_xticklabels([label(r).replace("decode ", "") for r in sel], rotation=20,
                            fontsize=8)
