@@ -126,9 +126,9 @@ std::vector<char> readBack(const CudaDriver *cu, CUdeviceptr p, size_t bytes) {
   return v;
 }
 
-/// The runtime's launch contract on one paged split-KV decode spec and one
-/// prefill spec: graph capture and replay, refused arguments, the checking
-/// mode. Prints one line per check; returns the number that failed.
+/// The runtime's launch contract on two paged split-KV decode specs (merged in
+/// clusters on sm_90a, and through the merge kernel) and one prefill spec:
+/// graph capture and replay, refused arguments, the checking mode. Prints one line per check; returns the number that failed.
 int launchContract(Gpu &g, std::mt19937_64 &rng) {
   int failures = 0;
   auto report = [&](const std::string &what, bool ok, const std::string &detail) {
@@ -136,7 +136,10 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
                 detail.c_str());
     failures += !ok;
   };
+  // The first decode spec's splits merge in clusters on sm_90a, the second's
+  // (more than a cluster holds) always through the merge kernel and its workspace.
   for (const char *text : {"mode=decode,page_size=16,gqa=4,split_kv=3,mask=causal,return_lse=true",
+                           "mode=decode,page_size=16,gqa=2,split_kv=20,dtype=f16",
                            "mask=causal,head_dim=64,page_size=16,gqa=2"}) {
     SpecResult parsed = parseSpec(std::string(text) + ",target=" + name(g.rt->target()));
     KernelLookup k = g.rt->kernel(*parsed.spec);
