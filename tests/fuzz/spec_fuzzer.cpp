@@ -86,18 +86,10 @@ static unsigned takeShort(const uint8_t *&data, size_t &size) {
 
 /// Checks classifyTiles on values read from the first bytes of the input.
 static void checkTiles(const uint8_t *data, size_t size) {
-  Mask mask;
-  switch (takeByte(data, size) % 3) {
-  case 0:
-    mask = {MaskKind::None, 0};
-    break;
-  case 1:
-    mask = {MaskKind::Causal, 0};
-    break;
-  default:
-    mask = {MaskKind::SlidingWindow, 1 + takeByte(data, size) % 300};
-    break;
-  }
+  // None, causal or a sliding window (the order of MaskKind).
+  Mask mask{static_cast<MaskKind>(takeByte(data, size) % 3), 0};
+  if (mask.kind == MaskKind::SlidingWindow)
+    mask.window = 1 + takeByte(data, size) % 300;
   const int64_t tileQ = 1 + takeByte(data, size) % 128;
   const int64_t tileKV = 1 + takeByte(data, size) % 128;
   const int64_t qLen = 1 + takeShort(data, size) % 4096;

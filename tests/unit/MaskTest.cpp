@@ -208,18 +208,10 @@ TEST_CASE("classifyTiles matches a brute-force scan of random masks",
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
   for (int iter = 0; iter < 100000; ++iter) {
-    Mask mask;
-    switch (uniform(0, 2)) {
-    case 0:
-      mask = {MaskKind::None, 0};
-      break;
-    case 1:
-      mask = {MaskKind::Causal, 0};
-      break;
-    default:
-      mask = {MaskKind::SlidingWindow, uniform(1, 40)};
-      break;
-    }
+    // None, causal or a sliding window (the order of MaskKind).
+    Mask mask{static_cast<MaskKind>(uniform(0, 2)), 0};
+    if (mask.kind == MaskKind::SlidingWindow)
+      mask.window = uniform(1, 40);
     const int64_t tileQ = uniform(1, 9), tileKV = uniform(1, 9);
     const int64_t qLen = uniform(1, 40), kvLen = uniform(0, 40);
     REQUIRE(checkAllQueryTiles(mask, tileQ, tileKV, qLen, kvLen) == "");
