@@ -37,23 +37,29 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
   if (spec.split_kv != kSplitKVAuto)
     return static_cast<int>(spec.split_kv);
   const int64_t blocks = std::max<int64_t>(1, int64_t(args.batch) * std::max(1, args.num_kv_heads));
-  const int64_t slots = int64_t(std::max(1, sm_count)) * std::max(1, blocks_per_sm);
-  // One block per SM keeps HBM about busy (measured: 128 unsplit blocks of 16
-  // sequences of 16384 keys within 5 % of 256 blocks): a wave with at least
-  // that many blocks takes the time its bytes take, fewer take as long as one.
-  const int64_t saturating = std::min<int64_t>(std::max(1, sm_count), slots);
+  const int64_t sms = std::max(1, sm_count);
+  const int64_t slots = sms * std::max(1, blocks_per_sm);
+  // A wave of `n` blocks, in waves of `slots`: HBM is busy once every SM has a
+  // block, so fewer take as long as `sms` of them; an SM with a lone block
+  // streams kLoneBlockSlowdown slower than one with more.
+  auto waveTime = [&](int64_t n) {
+    const int64_t perSm = n / sms, rest = n % sms;
+    const int64_t lone = perSm == 0 ? rest : perSm == 1 ? sms - rest : 0;
+    return double(std::max(n, sms)) / double(slots) *
+           (1.0 + kLoneBlockSlowdown * double(lone) / double(sms));
+  };
   const int64_t tiles = ceilDiv(std::max<int64_t>(args.max_kv_len, 1), spec.tile_kv);
   // Splits of at least two tiles, at most 64 of them.
   const int64_t most = std::clamp<int64_t>(tiles / 2, 1, 64);
-  int64_t best = 1, bestCost = std::numeric_limits<int64_t>::max();
+  int64_t best = 1;
+  double bestCost = std::numeric_limits<double>::infinity();
   for (int64_t s = 1; s <= most; ++s) {
     const bool mergeKernel = s > 1 && !(merges_in_cluster && merges_in_cluster(static_cast<int>(s)));
-    // In tiles of a full wave's time, times `slots`: the full waves, then the
-    // last one, each block working through its share of the tiles plus one.
-    const int64_t perBlock = ceilDiv(tiles, s) + 1, waves = ceilDiv(blocks * s, slots);
-    const int64_t last = blocks * s - (waves - 1) * slots;
-    const int64_t cost = (waves - 1) * perBlock * slots + perBlock * std::max(last, saturating) +
-                         (mergeKernel ? kMergeKernelTiles * slots : 0);
+    // Each block works through its share of the tiles plus one, in full waves
+    // and a last one; in tiles of a full wave's time.
+    const int64_t perBlock = ceilDiv(tiles, s) + 1, full = blocks * s / slots, rest = blocks * s % slots;
+    const double cost = double(perBlock) * (double(full) * waveTime(slots) + (rest ? waveTime(rest) : 0.0)) +
+                        (mergeKernel ? kMergeKernelTiles : 0.0);
     if (cost < bestCost) {
       best = s;
       bestCost = cost;

@@ -126,35 +126,35 @@ TEST_CASE("split_kv = auto fills the GPU in whole waves, keeps splits long enoug
   const Spec autoSplit = spec("mode=decode,page_size=16,gqa=4");
   AttentionArgs a = pagedDecode();
   // 8 x 8 = 64 blocks, 512 tiles of 64 keys; 132 SMs x 3 blocks = 396 at once.
-  // 2 splits (128 blocks) leave SMs without a block; 3 (192) give every SM one,
-  // which keeps HBM busy: more splits in the wave only add each block's fixed tile.
+  // 2 splits (128 blocks) leave SMs idle and the rest with a lone block; 3 (192)
+  // still leave 72 SMs with one; 4 (256) give nearly every SM two, worth more
+  // than the merge kernel (measured at two blocks per SM: 4 splits 1.8 % faster
+  // than 3 merged in clusters).
   a.batch = 8;
   a.num_kv_heads = 8;
   a.max_kv_len = 32768;
-  CHECK(chooseSplits(autoSplit, a, 132, 3) == 3);
-  // One sequence: 8 blocks of 512 tiles, 264 at once. Through the merge kernel the
-  // fewest splits that give every SM a block win: 19 (152 blocks of 28 tiles).
-  // Merged in clusters of up to 16, without the merge kernel, 16 win (128 blocks of
-  // 33 tiles, four SMs idle): measured 1.1-3.5 % faster than 32 through the merge.
+  CHECK(chooseSplits(autoSplit, a, 132, 3) == 4);
+  CHECK(chooseSplits(autoSplit, a, 132, 2, [](int n) { return n <= 3; }) == 4);
+  // One sequence: 8 blocks of 512 tiles, 264 at once. Through the merge kernel
+  // 32 splits (256 blocks of 17 tiles) beat 16 (128 lone blocks of 33); merged in
+  // clusters of up to 16, with no merge kernel, 16 win: measured 2.9 % faster.
   a.batch = 1;
-  CHECK(chooseSplits(autoSplit, a, 132, 2) == 19);
+  CHECK(chooseSplits(autoSplit, a, 132, 2) == 32);
   CHECK(chooseSplits(autoSplit, a, 132, 2, [](int n) { return n <= 16; }) == 16);
-  CHECK(chooseSplits(autoSplit, a, 132, 2, [](int) { return false; }) == 19);
-  // 512 blocks of 16 tiles, 396 at once: unsplit, one full wave (17 tiles of time)
-  // and 116 blocks, fewer than one per SM, as long as a third of a wave (5.7); 2
-  // splits, 2.6 waves of half the work (23.3) plus the merge kernel (8): measured
-  // slower on the H200.
+  // 512 blocks of 16 tiles, 396 at once: unsplit, one full wave (17 tiles of
+  // time) and 116 lone blocks (5.9); 2 splits, two full waves of 9 tiles and 232
+  // blocks (23.4), plus the merge kernel: measured slower on the H200.
   a.batch = 64;
   a.max_kv_len = 1024;
   CHECK(chooseSplits(autoSplit, a, 132, 3) == 1);
-  // 2 x 8 = 16 blocks of 64 tiles, 264 at once: 8 splits are the fewest past one
-  // block per SM, whether they merge in clusters or through the merge kernel.
+  // 2 x 8 = 16 blocks of 64 tiles, 264 at once: 8 splits (128 lone blocks of 9
+  // tiles, half a wave's time) beat 16 (256 blocks of 5), merged either way.
   a.batch = 2;
   a.max_kv_len = 4096;
   CHECK(chooseSplits(autoSplit, a, 132, 2) == 8);
   CHECK(chooseSplits(autoSplit, a, 132, 2, [](int n) { return n <= 8; }) == 8);
-  // With one block per SM (four stages) 16 splits take two waves of 5 tiles, 8 one
-  // of 9: 8 win (measured on the H200: 1564 GB/s against 1294).
+  // With one block per SM (four stages) 16 splits take two waves of 5 tiles, 8
+  // one of 9: 8 win (measured on the H200: 1564 GB/s against 1294).
   CHECK(chooseSplits(autoSplit, a, 132, 1) == 8);
   CHECK(chooseSplits(autoSplit, a, 132, 1, [](int) { return false; }) == 8);
   // Enough blocks for many full waves: no split.

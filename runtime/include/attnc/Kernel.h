@@ -56,25 +56,26 @@ struct AttentionArgs {
 /// soonest by a model of the launch: blocks run in waves of
 /// sm_count * blocks_per_sm, each block costs its share of the longest
 /// sequence's KV tiles plus about one tile of fixed work (Q, the merge of
-/// its warps, the partial write); a last wave that gives every SM a block
-/// keeps HBM busy and takes the time of its share of the bytes, one with
-/// fewer blocks as long as sm_count of them; and splits that go through the
-/// merge kernel cost kMergeKernelTiles more; those that merge in a
-/// thread-block cluster (`merges_in_cluster(splits)`, when given) do not.
+/// its warps, the partial write); a wave keeps HBM busy once every SM has a
+/// block, so one with fewer blocks takes as long as one with sm_count, and
+/// SMs holding a lone block stream kLoneBlockSlowdown slower; splits that go
+/// through the merge kernel cost kMergeKernelTiles more, those that merge in
+/// a thread-block cluster (`merges_in_cluster(splits)`, when given) nothing.
 /// 1 for prefill.
 int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm,
                  const std::function<bool(int splits)> &merges_in_cluster = {});
 
-/// What chooseSplits charges a launch whose splits merge through the merge
-/// kernel, in tiles of one block's KV loop. Fitted to bench/split-sweep.sh on
-/// the H200 (tests/gpu/RESULTS.md: ten shapes from 1 to 128 sequences, 1 to
-/// 16 splits, each decode depth; values from 6 to 10 choose alike there). In
-/// the call that checked it, the default decode kernel (three stages) took
-/// the fastest count or one within 0.1 % on eight shapes, and 1.6 % and 1.8 %
-/// behind on two; without it, 2 sequences of 4096 keys took 16 splits through
-/// the merge kernel, which moved 7–8 % fewer GB/s than the 8 merged in
-/// clusters it now takes.
-inline constexpr int kMergeKernelTiles = 8;
+/// chooseSplits' two constants, fitted to 12 split counts (1 to 32) on ten
+/// decode shapes from 1 to 128 sequences on the H200 (tests/gpu/RESULTS.md,
+/// "split_kv = auto with HBM's saturation"). An SM with a single block
+/// streams about 6 % slower than one with two (16 sequences of 16384 keys,
+/// 128 unsplit blocks: 5.8 % below 256 in clusters of two). The merge
+/// kernel costs about two tiles of one block's KV loop: its launch and its
+/// pass over the partial results. With 0.06 and any merge cost from 1 to 3
+/// tiles (or 0.03 and 0.5 to 1.5) the model took the fastest measured count
+/// on all ten shapes at the default depth (three stages).
+inline constexpr double kLoneBlockSlowdown = 0.06;
+inline constexpr double kMergeKernelTiles = 2.0;
 
 /// Bytes of workspace a launch with `splits` splits needs when they merge
 /// through the merge kernel (0 for one split).
