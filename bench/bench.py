@@ -10,6 +10,7 @@ pages in order ("attnc in order"), to show what the shuffle costs; the ratios to
 anchors are the shuffled table's.
 
     python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--profile]
+    python3 bench/bench.py --redraw bench/results.json   (results.md and results.png again)
 
 Runs on the GPU machine (torch, triton): attnc through its Python module
 (runtime/python/attnc, libattnc.so from build-static/lib or $ATTNC_LIBRARY).
@@ -37,14 +38,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "runtime", "python"))
 
-import torch  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
+try:  # the timing needs them; --redraw does not
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
 
-import attnc  # noqa: E402
+    import attnc
+    F = torch.nn.functional
+except ImportError as missing:
+    torch = None
+    MISSING = missing
 
-F = torch.nn.functional
 ANCHORS = ("flash", "cudnn", "flex")
+# Each series' legend name and colour, the same in both panels of the chart.
+SERIES = {"attnc": ("attnc", "tab:blue"), "attnc_in_order": ("attnc, pages in order", "tab:cyan"),
+          "flash": ("SDPA flash (FA2)", "tab:orange"), "cudnn": ("SDPA cuDNN", "tab:green"),
+          "flex": ("FlexAttention", "tab:red")}
 USE_FLEX = True
 PROFILE = False
 
@@ -318,16 +327,17 @@ def chart(rows, path):
         names = [n for n in ("attnc", "attnc_in_order") + ANCHORS if n in sel[0]["rate"]]
         width = 0.8 / len(names)
         for i, n in enumerate(names):
+            name, color = SERIES[n]
+            if n == "attnc" and "attnc_in_order" in names:
+                name += " (pages shuffled)"
             ax.bar([x + i * width for x in range(len(sel))], [r["rate"][n] for r in sel], width,
-                   label={"attnc": "attnc (decode: pages shuffled)",
-                          "attnc_in_order": "attnc, pages in order", "flash": "SDPA flash (FA2)",
-                          "cudnn": "SDPA cuDNN", "flex": "FlexAttention"}.get(n, n))
+                   label=name, color=color)
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(sel))])
         ax.set_xticklabels([label(r).replace("decode ", "") for r in sel], rotation=20,
                            fontsize=8)
         ax.set_ylabel(unit)
         ax.set_title(f"{kind} (bf16, H200)")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"chart: {path}", flush=True)
@@ -344,7 +354,25 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="time nothing: run each backend once in an NVTX range named "
                          "'profile' (for ncu --nvtx --nvtx-include profile/); no FlexAttention")
+    ap.add_argument("--redraw", metavar="RESULTS_JSON",
+                    help="time nothing: write results.md and results.png into --out from a "
+                         "results.json of an earlier run (needs no GPU, torch or triton)")
     args = ap.parse_args()
+    if args.redraw:
+        try:
+            with open(args.redraw) as f:
+                saved = json.load(f)
+            saved["rows"], saved["meta"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"--redraw {args.redraw}: not a results.json of bench.py ({e})")
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "results.md"), "w") as f:
+            f.write(markdown(saved["rows"], saved["meta"]) + "\n")
+        chart(saved["rows"], os.path.join(args.out, "results.png"))
+        return
+    if torch is None:
+        raise SystemExit(f"bench.py needs torch and triton to time anything ({MISSING}); "
+                         "--redraw needs neither")
     if not torch.cuda.is_available():
         raise SystemExit("bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
     torch.manual_seed(0)
