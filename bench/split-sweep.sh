@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 pack=${1:-$root/build-static/pack}
 variants=()
 for stages in 2 3 4; do
-  for split in auto 1 2 3 4 5 6 8 12 16; do
+  for split in auto 1 2 3 4 5 6 7 8 12 16 32; do
     variants+=(--variant "stages=$stages,split_kv=$split")
   done
 done
