@@ -41,12 +41,12 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
   const int64_t slots = sms * std::max(1, blocks_per_sm);
   // A wave of `n` blocks, in waves of `slots`: HBM is busy once every SM has a
   // block, so fewer take as long as `sms` of them; an SM with a lone block
-  // streams kLoneBlockSlowdown slower than one with more.
+  // streams slower than one with more, the more so with one tile in flight.
+  const double lone = kvStages(spec) > 2 ? kLoneBlockSlowdown : kLoneBlockSlowdownOneTile;
   auto waveTime = [&](int64_t n) {
     const int64_t perSm = n / sms, rest = n % sms;
-    const int64_t lone = perSm == 0 ? rest : perSm == 1 ? sms - rest : 0;
-    return double(std::max(n, sms)) / double(slots) *
-           (1.0 + kLoneBlockSlowdown * double(lone) / double(sms));
+    const int64_t lonely = perSm == 0 ? rest : perSm == 1 ? sms - rest : 0;
+    return double(std::max(n, sms)) / double(slots) * (1.0 + lone * double(lonely) / double(sms));
   };
   const int64_t tiles = ceilDiv(std::max<int64_t>(args.max_kv_len, 1), spec.tile_kv);
   // Splits of at least two tiles, at most 64 of them.

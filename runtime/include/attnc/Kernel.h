@@ -58,23 +58,26 @@ struct AttentionArgs {
 /// sequence's KV tiles plus about one tile of fixed work (Q, the merge of
 /// its warps, the partial write); a wave keeps HBM busy once every SM has a
 /// block, so one with fewer blocks takes as long as one with sm_count, and
-/// SMs holding a lone block stream kLoneBlockSlowdown slower; splits that go
+/// SMs holding a lone block stream kLoneBlockSlowdown slower
+/// (kLoneBlockSlowdownOneTile with two stages); splits that go
 /// through the merge kernel cost kMergeKernelTiles more, those that merge in
 /// a thread-block cluster (`merges_in_cluster(splits)`, when given) nothing.
 /// 1 for prefill.
 int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int blocks_per_sm,
                  const std::function<bool(int splits)> &merges_in_cluster = {});
 
-/// chooseSplits' two constants, fitted to 12 split counts (1 to 32) on ten
-/// decode shapes from 1 to 128 sequences on the H200 (tests/gpu/RESULTS.md,
-/// "split_kv = auto with HBM's saturation"). An SM with a single block
-/// streams about 6 % slower than one with two (16 sequences of 16384 keys,
-/// 128 unsplit blocks: 5.8 % below 256 in clusters of two). The merge
-/// kernel costs about two tiles of one block's KV loop: its launch and its
-/// pass over the partial results. With 0.06 and any merge cost from 1 to 3
-/// tiles (or 0.03 and 0.5 to 1.5) the model took the fastest measured count
-/// on all ten shapes at the default depth (three stages).
+/// chooseSplits' constants, fitted to 11 split counts (1 to 32) on ten
+/// decode shapes from 1 to 128 sequences on the H200, at each pipeline depth
+/// (tests/gpu/RESULTS.md, "split_kv = auto with HBM's saturation"). An SM
+/// with a single block streams about 6 % slower than one with two while the
+/// block keeps two or more tiles in flight (16 sequences of 16384 keys, 128
+/// unsplit blocks: 5.8 % below 256 in clusters of two), and about 20 % with
+/// one (two stages). The merge kernel costs about two tiles of one block's
+/// KV loop: its launch and its pass over the partial results. With these,
+/// the model took the fastest measured count, or one within 1 %, on all ten
+/// shapes at two, three (the default) and four stages.
 inline constexpr double kLoneBlockSlowdown = 0.06;
+inline constexpr double kLoneBlockSlowdownOneTile = 0.2;
 inline constexpr double kMergeKernelTiles = 2.0;
 
 /// Bytes of workspace a launch with `splits` splits needs when they merge
