@@ -128,7 +128,8 @@ std::vector<char> readBack(const CudaDriver *cu, CUdeviceptr p, size_t bytes) {
 
 /// The runtime's launch contract on two paged split-KV decode specs (merged in
 /// clusters on sm_90a, and through the merge kernel) and one prefill spec:
-/// graph capture and replay, refused arguments, the checking mode. Prints one line per check; returns the number that failed.
+/// graph capture and replay, refused arguments, the checking mode. Prints one
+/// line per check; returns the number that failed.
 int launchContract(Gpu &g, std::mt19937_64 &rng) {
   int failures = 0;
   auto report = [&](const std::string &what, bool ok, const std::string &detail) {
