@@ -130,83 +130,47 @@ struct DecodeSink {
   int num_q_heads;         ///< lse entries between query tokens
 };
 
-/// One row element's share of the softmax from a part of the keys (a warp's
-/// keys of every tile, or a split's range): its running max m (exp2 domain),
-/// its row sum l and its output o, both relative to m.
-struct RowPart {
-  float m, l, o;
-};
-
-/// attn-split-kv: the rescale rule over parts that saw disjoint keys of a
-/// row (the warps of a block, or the blocks of a cluster): m = max m_i,
-/// l = sum exp2(m_i - m) l_i, o = sum exp2(m_i - m) o_i. `part(i)` gives
-/// part i (asked twice: for the max, then for the sums; holding the parts
-/// in registers instead costs the decode kernel 24 more of them).
-/// attn-safe-init: a part that saw no visible key has m_i = -inf and weighs
-/// exp2(-inf) = 0; when no part saw one, m = -inf and l = 0.
-template <class Part>
-ATTN_DEVICE RowPart combine_parts(int parts, Part part) {
-  float m = ATTN_NEG_INF;
-  for (int i = 0; i < parts; ++i)
-    m = fmaxf(m, part(i).m);
-  const float ref = m == ATTN_NEG_INF ? 0.f : m;
-  RowPart all = {m, 0.f, 0.f};
-  for (int i = 0; i < parts; ++i) {
-    const RowPart p = part(i);
-    const float weight = fast_exp2(p.m - ref);
-    all.l += weight * p.l;
-    all.o += weight * p.o;
-  }
-  return all;
-}
-
-/// Writes one element of the block's rows: out = o / l (and lse = m + log l
-/// from column 0), to the output or, for a split that is merged later, to
-/// its slot of the workspace (normalised, with its lse).
-template <class Cfg>
-ATTN_DEVICE void store_row_element(const RowPart &c, int row, int col, const DecodeSink<Cfg> &sink) {
-  // attn-safe-init: no part saw a visible key: l = 0, output 0, lse -inf.
-  const float o = c.l > 0.f ? c.o / c.l : 0.f;
-  const float lse = c.l > 0.f ? (c.m + fast_log2(c.l)) * kLn2 : ATTN_NEG_INF;
-  const int token = row / Cfg::kGroup, head = row % Cfg::kGroup;
-  const i64 at = token * sink.q_row + head * Cfg::kHeadDim + col;
-  const i64 lse_at = (i64)token * sink.num_q_heads + head;
-  if (sink.part_out) {
-    sink.part_out[at] = o;
-    if (col == 0)
-      sink.part_lse[lse_at] = lse;
-  } else {
-    sink.out[at] = Mma<typename Cfg::Elem>::from_float(o);
-    if (sink.lse && col == 0)
-      sink.lse[lse_at] = lse;
-  }
-}
-
 /// The shared-memory scratch of the block's merge, in the K/V stages (the
-/// caller has finished with them): each warp's acc rows (padded to a stride
-/// of 8 (mod 32) floats: the quad's float2 stores of 4 rows then fall in
-/// different banks) and (m, l) per row, then the block's merged (m, l) per
-/// row for a cluster's merge. The block's merged o of an element goes where
-/// warp 0's acc of it was: the thread that merges an element is the only
-/// one that reads it.
+/// caller has finished with them): each warp's share of the output rows
+/// (padded to a stride of 8 (mod 32) floats: the quad's float2 stores of 4
+/// rows then fall in different banks), each warp's (m, l) per row, the
+/// block's merged (m, l) per row, and for a cluster's merge each block's
+/// weight per row and the cluster's merged (m, l) per row. The block's
+/// output rows go where warp 0's share was (a cluster's merge reads them
+/// there): the thread that sums an element is the only one that reads it.
 template <class Cfg>
 struct DecodeScratch {
   static constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
   static constexpr int kStride = kD + (40 - kD % 32) % 32;
-  static constexpr int kFloats = kWarps * 16 * (kStride + 2) + 16 * 2;
+  static constexpr int kMaxBlocks = 16; ///< a cluster's blocks at most (Kernel::mergesInCluster)
+  static constexpr int kFloats = kWarps * 16 * (kStride + 2) + 16 * 2 + 16 * kMaxBlocks + 16 * 2;
   static_assert(kFloats * 4 <= Cfg::kStages * 2 * Cfg::kTileKV * kD *
                                    static_cast<int>(sizeof(typename Cfg::Elem)),
                 "the merge's scratch fits in the K/V stages' shared memory");
-  float *acc;      ///< [kWarps][16][kStride]; a cluster's merge: warp 0's rows hold the block's o
-  float *ml;       ///< [kWarps][16][2]: m, l
-  float *block_ml; ///< [16][2]: the block's merged m, l (cluster merge)
+  float *acc;        ///< [kWarps][16][kStride]: each warp's share; then warp 0's rows hold the block's o
+  float *ml;         ///< [kWarps][16][2]: m, l
+  float *block_ml;   ///< [16][2]: the block's merged m, l
+  float *weight;     ///< [16][kMaxBlocks]: a cluster's merge: block b's weight in row r
+  float *cluster_ml; ///< [16][2]: the cluster's merged m, l
   ATTN_DEVICE explicit DecodeScratch(float *base)
-      : acc(base), ml(base + kWarps * 16 * kStride), block_ml(ml + kWarps * 16 * 2) {}
+      : acc(base), ml(base + kWarps * 16 * kStride), block_ml(ml + kWarps * 16 * 2),
+        weight(block_ml + 16 * 2), cluster_ml(weight + 16 * kMaxBlocks) {}
 
-  /// Each warp's state (rows of 16) into the scratch, then a barrier.
-  ATTN_DEVICE void put_warps(const DecodeState<Cfg> &warp_state) const {
+  /// attn-split-kv: the warps saw disjoint keys of every row; they merge by
+  /// the rescale rule, once per row: m = max m_w, l = sum exp2(m_w - m) l_w,
+  /// out = sum exp2(m_w - m) acc_w / l. Each warp publishes its (m, l); after
+  /// a barrier it scales its own acc in registers by its share
+  /// exp2(m_w - m) / l and writes that, so that an element of the block's
+  /// normalised output is the plain sum of the warps' values (block_sum).
+  /// attn-safe-init: a warp that saw no visible key of a row has m_w = -inf
+  /// and weighs exp2(-inf) = 0; when no warp saw one, m = -inf, l = 0 and
+  /// the row is 0. Rows at or past `rows` (the group's heads times the query
+  /// tokens, counted from the first of these 16) are never stored and are
+  /// skipped where a whole half of the warp's rows is past it. Ends with a
+  /// barrier.
+  ATTN_DEVICE void put_warp_shares(DecodeState<Cfg> &warp_state, int rows) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const RowState<16, kD> &state = warp_state.rows[0];
+    RowState<16, kD> &state = warp_state.rows[0];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = lane / 4 + r * 8;
@@ -215,40 +179,89 @@ struct DecodeScratch {
         ml[(warp * 16 + row) * 2] = state.m[r];
         ml[(warp * 16 + row) * 2 + 1] = l;
       }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (r * 8 >= rows)
+        break; // rows 8..15 are past the group's rows: nothing reads them
+      const int row = lane / 4 + r * 8;
+      float m = ATTN_NEG_INF;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        m = fmaxf(m, ml[(w * 16 + row) * 2]);
+      const float ref = m == ATTN_NEG_INF ? 0.f : m;
+      float l = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        l += fast_exp2(ml[(w * 16 + row) * 2] - ref) * ml[(w * 16 + row) * 2 + 1];
+      const float share = l > 0.f ? fast_exp2(state.m[r] - ref) / l : 0.f;
 #pragma unroll
       for (int nb = 0; nb < kD / 8; ++nb) {
         const int col = nb * 8 + (lane % 4) * 2;
         *reinterpret_cast<float2 *>(&acc[(warp * 16 + row) * kStride + col]) =
-            make_float2(state.acc[nb][2 * r], state.acc[nb][2 * r + 1]);
+            make_float2(state.acc[nb][2 * r] * share, state.acc[nb][2 * r + 1] * share);
+      }
+      if (warp == 0 && lane % 4 == 0) {
+        block_ml[row * 2] = m;
+        block_ml[row * 2 + 1] = l;
       }
     }
     __syncthreads();
   }
 
-  /// The block's element (row, col) merged over its warps.
-  ATTN_DEVICE RowPart warps_merged(int row, int col) const {
-    return combine_parts(kWarps, [&](int w) {
-      return RowPart{ml[(w * 16 + row) * 2], ml[(w * 16 + row) * 2 + 1],
-                     acc[(w * 16 + row) * kStride + col]};
-    });
+  /// The block's normalised output of elements (row, col) and (row, col + 1).
+  ATTN_DEVICE float2 block_sum(int row, int col) const {
+    float2 o = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float2 x = *reinterpret_cast<const float2 *>(&acc[(w * 16 + row) * kStride + col]);
+      o.x += x.x;
+      o.y += x.y;
+    }
+    return o;
   }
 };
 
-/// Merges the warps' states (each saw different keys of every tile) and
-/// writes the block's rows. `scratch` is the shared memory of the K/V
-/// stages; the caller has finished with it. attn-split-kv: the same rescale
-/// rule as between splits (combine_parts).
+/// Writes elements (row, col) and (row, col + 1) of the rows, col even,
+/// already normalised (and the row's lse = m + log l with column 0): to the
+/// output or, for a split that is merged later, to its slot of the
+/// workspace (with its lse). attn-safe-init: a row that saw no visible key
+/// has l = 0: output 0 (its o), lse -inf.
 template <class Cfg>
-ATTN_DEVICE void decode_store(const DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
-                              const DecodeSink<Cfg> &sink) {
-  const DecodeScratch<Cfg> merge(scratch);
-  merge.put_warps(warp_state);
-  for (int e = threadIdx.x; e < 16 * Cfg::kHeadDim; e += Cfg::kThreads) {
-    const int row = e / Cfg::kHeadDim, col = e % Cfg::kHeadDim;
-    if (row0 + row < rows)
-      store_row_element<Cfg>(merge.warps_merged(row, col), row0 + row, col, sink);
+ATTN_DEVICE void store_row_pair(float2 o, float m, float l, int row, int col, const DecodeSink<Cfg> &sink) {
+  const int token = row / Cfg::kGroup, head = row % Cfg::kGroup;
+  const i64 at = token * sink.q_row + head * Cfg::kHeadDim + col;
+  const i64 lse_at = (i64)token * sink.num_q_heads + head;
+  const float lse = l > 0.f ? (m + fast_log2(l)) * kLn2 : ATTN_NEG_INF;
+  if (sink.part_out) {
+    *reinterpret_cast<float2 *>(sink.part_out + at) = o; // 8-byte aligned: col and the strides are even
+    if (col == 0)
+      sink.part_lse[lse_at] = lse;
+  } else {
+    *reinterpret_cast<unsigned *>(sink.out + at) = Mma<typename Cfg::Elem>::pack(o.x, o.y);
+    if (sink.lse && col == 0)
+      sink.lse[lse_at] = lse;
   }
-  __syncthreads(); // the scratch is reused by the next rows
+}
+
+/// Merges the warps' states (each saw different keys of every tile) and
+/// writes the block's rows (DecodeScratch::put_warp_shares). `scratch` is
+/// the shared memory of the K/V stages; the caller has finished with it.
+template <class Cfg>
+ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
+                              const DecodeSink<Cfg> &sink) {
+  constexpr int kPairs = Cfg::kHeadDim / 2;
+  const DecodeScratch<Cfg> merge(scratch);
+  merge.put_warp_shares(warp_state, rows - row0);
+  for (int e = threadIdx.x; e < 16 * kPairs; e += Cfg::kThreads) {
+    const int row = e / kPairs, col = 2 * (e % kPairs);
+    if (row0 + row < rows)
+      store_row_pair<Cfg>(merge.block_sum(row, col), merge.block_ml[row * 2], merge.block_ml[row * 2 + 1],
+                          row0 + row, col, sink);
+  }
+  if (row0 + Cfg::kTileQ < rows)
+    __syncthreads(); // the scratch is reused by the next rows
 }
 
 /// attn-split-kv on sm_90a: the runtime may launch the splits of one
@@ -296,41 +309,79 @@ ATTN_DEVICE float load_from_block(const float *local, unsigned rank) {
   return v;
 }
 
-/// decode_store for a block of a cluster of splits (see cluster_place).
+/// Two adjacent floats at the same shared-memory place as `local` in block
+/// `rank` of the cluster (8-byte aligned).
+ATTN_DEVICE float2 load2_from_block(const float *local, unsigned rank) {
+  float2 v = make_float2(0.f, 0.f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+#else
+  (void)rank;
+  v = *reinterpret_cast<const float2 *>(local);
+#endif
+  return v;
+}
+
+/// decode_store for a block of a cluster of splits (see cluster_place). Each
+/// block merges its warps into its own shared memory (its normalised rows
+/// and their (m, l)); after a cluster barrier, attn-split-kv: the rescale
+/// rule over the blocks, once per row: the block's weight in row r is
+/// exp2(m_b - m) l_b / l with m = max m_b and l = sum exp2(m_b - m) l_b
+/// (attn-safe-init: a block that saw no visible key weighs 0; no block: the
+/// row is 0), and each block writes a share of the rows' elements as the
+/// weighted sum of the blocks' values, read through distributed shared memory.
 template <class Cfg>
-ATTN_DEVICE void decode_store_cluster(const DecodeState<Cfg> &warp_state, float *scratch, int row0,
+ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scratch, int row0,
                                       int rows, const DecodeSink<Cfg> &sink) {
-  constexpr int kD = Cfg::kHeadDim;
+  constexpr int kPairs = Cfg::kHeadDim / 2, kStride = DecodeScratch<Cfg>::kStride;
+  constexpr int kMaxBlocks = DecodeScratch<Cfg>::kMaxBlocks;
   const DecodeScratch<Cfg> merge(scratch);
-  merge.put_warps(warp_state);
-  for (int e = threadIdx.x; e < 16 * kD; e += Cfg::kThreads) {
-    const int row = e / kD, col = e % kD;
-    if (row0 + row >= rows)
-      continue;
-    const RowPart mine = merge.warps_merged(row, col);
-    merge.acc[row * DecodeScratch<Cfg>::kStride + col] = mine.o; // warp 0's slot of the element
-    if (col == 0) {
-      merge.block_ml[row * 2] = mine.m;
-      merge.block_ml[row * 2 + 1] = mine.l;
-    }
+  merge.put_warp_shares(warp_state, rows - row0);
+  for (int e = threadIdx.x; e < 16 * kPairs; e += Cfg::kThreads) {
+    const int row = e / kPairs, col = 2 * (e % kPairs);
+    if (row0 + row < rows) // warp 0's share of the element: read only by this thread
+      *reinterpret_cast<float2 *>(&merge.acc[row * kStride + col]) = merge.block_sum(row, col);
   }
   cluster_sync(); // every block's merged rows are in its shared memory
   const ClusterPlace cluster = cluster_place();
-  for (int e = cluster.rank * Cfg::kThreads + threadIdx.x; e < 16 * kD;
-       e += Cfg::kThreads * cluster.blocks) {
-    const int row = e / kD, col = e % kD;
+  const int blocks = min(static_cast<int>(cluster.blocks), kMaxBlocks); // the runtime keeps it <= 16
+  if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
+    const int row = threadIdx.x;
+    float m = ATTN_NEG_INF;
+    for (int b = 0; b < blocks; ++b)
+      m = fmaxf(m, load_from_block(&merge.block_ml[row * 2], b));
+    const float ref = m == ATTN_NEG_INF ? 0.f : m;
+    float l = 0.f;
+    for (int b = 0; b < blocks; ++b) {
+      const float w = fast_exp2(load_from_block(&merge.block_ml[row * 2], b) - ref) *
+                      load_from_block(&merge.block_ml[row * 2 + 1], b);
+      merge.weight[row * kMaxBlocks + b] = w;
+      l += w;
+    }
+    for (int b = 0; b < blocks; ++b)
+      merge.weight[row * kMaxBlocks + b] = l > 0.f ? merge.weight[row * kMaxBlocks + b] / l : 0.f;
+    merge.cluster_ml[row * 2] = m;
+    merge.cluster_ml[row * 2 + 1] = l;
+  }
+  __syncthreads(); // the rows' weights
+  for (int e = cluster.rank * Cfg::kThreads + threadIdx.x; e < 16 * kPairs;
+       e += Cfg::kThreads * blocks) {
+    const int row = e / kPairs, col = 2 * (e % kPairs);
     if (row0 + row >= rows)
       continue;
-    const RowPart all = combine_parts(static_cast<int>(cluster.blocks), [&](int b) {
-      return RowPart{load_from_block(&merge.block_ml[row * 2], b),
-                     load_from_block(&merge.block_ml[row * 2 + 1], b),
-                     load_from_block(&merge.acc[row * DecodeScratch<Cfg>::kStride + col], b)};
-    });
-    store_row_element<Cfg>(all, row0 + row, col, sink);
+    float2 o = make_float2(0.f, 0.f);
+    for (int b = 0; b < blocks; ++b) {
+      const float2 x = load2_from_block(&merge.acc[row * kStride + col], b);
+      const float w = merge.weight[row * kMaxBlocks + b];
+      o.x += w * x.x;
+      o.y += w * x.y;
+    }
+    store_row_pair<Cfg>(o, merge.cluster_ml[row * 2], merge.cluster_ml[row * 2 + 1], row0 + row, col, sink);
   }
   cluster_sync(); // no block reuses or leaves its shared memory while another reads it
 }
-
 /// attn-split-kv on sm_90a: the merge kernel is launched as a programmatic
 /// dependent of the main kernel (the runtime's Kernel::launch). A main block
 /// calls allow_merge_launch() once its KV loop is done, so the merge's blocks
