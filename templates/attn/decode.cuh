@@ -324,7 +324,7 @@ ATTN_DEVICE float2 load2_from_block(const float *local, unsigned rank) {
   return v;
 }
 
-/// decode_store for a block of a cluster of splits (see cluster_place). Each
+/// decode_store_cluster for K/V stages too small for ClusterGather: each
 /// block merges its warps into its own shared memory (its normalised rows
 /// and their (m, l)); after a cluster barrier, attn-split-kv: the rescale
 /// rule over the blocks, once per row: the block's weight in row r is
@@ -333,8 +333,8 @@ ATTN_DEVICE float2 load2_from_block(const float *local, unsigned rank) {
 /// row is 0), and each block writes a share of the rows' elements as the
 /// weighted sum of the blocks' values, read through distributed shared memory.
 template <class Cfg>
-ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scratch, int row0,
-                                      int rows, const DecodeSink<Cfg> &sink) {
+ATTN_DEVICE void decode_store_cluster_reading(DecodeState<Cfg> &warp_state, float *scratch,
+                                              int row0, int rows, const DecodeSink<Cfg> &sink) {
   constexpr int kPairs = Cfg::kHeadDim / 2, kStride = DecodeScratch<Cfg>::kStride;
   constexpr int kMaxBlocks = DecodeScratch<Cfg>::kMaxBlocks;
   const DecodeScratch<Cfg> merge(scratch);
@@ -382,6 +382,141 @@ ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scrat
   }
   cluster_sync(); // no block reuses or leaves its shared memory while another reads it
 }
+/// The two halves of cluster_sync, for work in between: after arrive() a
+/// thread may not touch what the other blocks may write once every thread
+/// of the cluster has arrived; after wait() it sees the writes they made
+/// before their arrive().
+ATTN_DEVICE void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+ATTN_DEVICE void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+/// Stores two floats at the same shared-memory place as `local` in block
+/// `rank` of the cluster (8-byte aligned; the block itself included).
+ATTN_DEVICE void store2_to_block(float *local, unsigned rank, float2 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(remote), "f"(v.x), "f"(v.y) : "memory");
+#else
+  (void)rank; // no clusters before sm_90: the only block is this one
+  *reinterpret_cast<float2 *>(local) = v;
+#endif
+}
+
+/// Where a cluster's merge gathers the blocks' rows, in the K/V stages after
+/// DecodeScratch: the rows' elements come in chunks of kThreads pairs (a
+/// thread's pair of chunk c is pair c * kThreads + threadIdx.x); block r of
+/// `blocks` owns chunks r, r + blocks, ..., and every block stores its
+/// normalised values of them, and its (m, l) per row, in the owner's region.
+template <class Cfg>
+struct ClusterGather {
+  using Scratch = DecodeScratch<Cfg>;
+  static constexpr int kPairs = Cfg::kHeadDim / 2;
+  static constexpr int kChunks = (16 * kPairs + Cfg::kThreads - 1) / Cfg::kThreads;
+  static constexpr int kMaxBlocks = Scratch::kMaxBlocks;
+  /// pairs a block may own, summed over its sources: blocks * ceil(kChunks / blocks) * kThreads
+  static constexpr int kMaxSlots = (kChunks + kMaxBlocks - 1) * Cfg::kThreads;
+  static constexpr int kFloats = kMaxBlocks * 16 * 2 + kMaxSlots * 2;
+  /// Too small K/V stages (tiles of 16 or 32 keys) merge by reading the
+  /// other blocks' rows instead (decode_store_cluster).
+  static constexpr bool kFits = (Scratch::kFloats + kFloats) * 4 <=
+                                Cfg::kStages * 2 * Cfg::kTileKV * Cfg::kHeadDim *
+                                    static_cast<int>(sizeof(typename Cfg::Elem));
+  float *ml;    ///< [kMaxBlocks][16][2]: each block's merged m, l per row
+  float *pairs; ///< [blocks][owned pairs][2]: each block's values of the owned pairs
+  int owned;    ///< pairs a block owns at most: ceil(kChunks / blocks) * kThreads
+  ATTN_DEVICE ClusterGather(float *scratch, int blocks)
+      : ml(scratch + Scratch::kFloats), pairs(ml + kMaxBlocks * 16 * 2),
+        owned((kChunks + blocks - 1) / blocks * Cfg::kThreads) {}
+};
+
+/// decode_store for a block of a cluster of splits (see cluster_place).
+/// attn-split-kv: the rescale rule over the blocks, once per row: block b's
+/// weight in row r is exp2(m_b - m) l_b / l with m = max m_b and
+/// l = sum exp2(m_b - m) l_b (attn-safe-init: a block that saw no visible
+/// key weighs 0; when none did, the row is 0). Each block merges its warps
+/// into its own shared memory; then every block sends its normalised values
+/// of each chunk of the rows, and its (m, l) per row, to the block that owns
+/// the chunk (ClusterGather, through distributed shared memory), and each
+/// block writes its own chunks as the weighted sum of what it gathered. Two
+/// cluster barriers: the first (arrived on at once, waited on after the
+/// block's own merge) frees every block's K/V stages for the others' rows,
+/// the second makes those rows visible; no block reads another's shared
+/// memory, so a block may leave as soon as it has written its chunks.
+template <class Cfg>
+ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scratch, int row0,
+                                      int rows, const DecodeSink<Cfg> &sink) {
+  using Gather = ClusterGather<Cfg>;
+  constexpr int kPairs = Gather::kPairs, kChunks = Gather::kChunks, kMaxBlocks = Gather::kMaxBlocks;
+  if constexpr (!Gather::kFits) {
+    decode_store_cluster_reading<Cfg>(warp_state, scratch, row0, rows, sink);
+  } else {
+    const DecodeScratch<Cfg> merge(scratch);
+    const ClusterPlace cluster = cluster_place();
+    const int blocks = min(static_cast<int>(cluster.blocks), kMaxBlocks); // the runtime keeps it <= 16
+    const Gather gather(scratch, blocks);
+    const int rank = static_cast<int>(cluster.rank);
+    cluster_arrive(); // this block is past its KV loop (the caller's barrier): its stages are free
+    merge.put_warp_shares(warp_state, rows - row0);
+    cluster_wait(); // every block is past its KV loop: their stages may take this block's rows
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) { // this thread's pair of every chunk, to the chunk's owner
+      const int e = c * Cfg::kThreads + threadIdx.x, row = e / kPairs;
+      if (e < 16 * kPairs && row0 + row < rows)
+        store2_to_block(&gather.pairs[(rank * gather.owned + c / blocks * Cfg::kThreads + threadIdx.x) * 2],
+                        c % blocks, merge.block_sum(row, 2 * (e % kPairs)));
+    }
+    if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
+      const int row = threadIdx.x;
+      const float2 ml = make_float2(merge.block_ml[row * 2], merge.block_ml[row * 2 + 1]);
+      for (int b = 0; b < blocks; ++b)
+        store2_to_block(&gather.ml[(rank * 16 + row) * 2], b, ml);
+    }
+    cluster_sync(); // every block's rows are in their owners' shared memory
+    if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
+      const int row = threadIdx.x;
+      float m = ATTN_NEG_INF;
+      for (int b = 0; b < blocks; ++b)
+        m = fmaxf(m, gather.ml[(b * 16 + row) * 2]);
+      const float ref = m == ATTN_NEG_INF ? 0.f : m;
+      float l = 0.f;
+      for (int b = 0; b < blocks; ++b) {
+        const float w = fast_exp2(gather.ml[(b * 16 + row) * 2] - ref) * gather.ml[(b * 16 + row) * 2 + 1];
+        merge.weight[row * kMaxBlocks + b] = w;
+        l += w;
+      }
+      for (int b = 0; b < blocks; ++b)
+        merge.weight[row * kMaxBlocks + b] = l > 0.f ? merge.weight[row * kMaxBlocks + b] / l : 0.f;
+      merge.cluster_ml[row * 2] = m;
+      merge.cluster_ml[row * 2 + 1] = l;
+    }
+    __syncthreads(); // the rows' weights
+    for (int c = rank, slot = threadIdx.x; c < kChunks; c += blocks, slot += Cfg::kThreads) {
+      const int e = c * Cfg::kThreads + threadIdx.x, row = e / kPairs;
+      if (e >= 16 * kPairs || row0 + row >= rows)
+        continue;
+      float2 o = make_float2(0.f, 0.f);
+      for (int b = 0; b < blocks; ++b) {
+        const float2 x = *reinterpret_cast<const float2 *>(&gather.pairs[(b * gather.owned + slot) * 2]);
+        const float w = merge.weight[row * kMaxBlocks + b];
+        o.x += w * x.x;
+        o.y += w * x.y;
+      }
+      store_row_pair<Cfg>(o, merge.cluster_ml[row * 2], merge.cluster_ml[row * 2 + 1], row0 + row,
+                          2 * (e % kPairs), sink);
+    }
+    if (row0 + Cfg::kTileQ < rows)
+      __syncthreads(); // the scratch is reused by the next rows (no other block touches it now)
+  }
+}
+
 /// attn-split-kv on sm_90a: the merge kernel is launched as a programmatic
 /// dependent of the main kernel (the runtime's Kernel::launch). A main block
 /// calls allow_merge_launch() once its KV loop is done, so the merge's blocks
