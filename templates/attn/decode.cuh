@@ -221,6 +221,45 @@ struct DecodeScratch {
     }
     return o;
   }
+
+  /// attn-split-kv: the rescale rule over the blocks of a cluster, once for
+  /// a row: block b's weight is exp2(m_b - m) l_b / l with m = max m_b and
+  /// l = sum exp2(m_b - m) l_b, from `m_of(b)` = m_b and `l_of(b)` = l_b
+  /// (m_b asked twice, as the maximum needs all of them first); the weights
+  /// go to `weight`, (m, l) to `cluster_ml`. attn-safe-init: a block that
+  /// saw no visible key of the row weighs 0; when none did, l = 0 and every
+  /// weight is 0.
+  template <class BlockM, class BlockL>
+  ATTN_DEVICE void weigh_blocks(int row, int blocks, BlockM m_of, BlockL l_of) const {
+    float m = ATTN_NEG_INF;
+    for (int b = 0; b < blocks; ++b)
+      m = fmaxf(m, m_of(b));
+    const float ref = m == ATTN_NEG_INF ? 0.f : m;
+    float l = 0.f;
+    for (int b = 0; b < blocks; ++b) {
+      const float w = fast_exp2(m_of(b) - ref) * l_of(b);
+      weight[row * kMaxBlocks + b] = w;
+      l += w;
+    }
+    for (int b = 0; b < blocks; ++b)
+      weight[row * kMaxBlocks + b] = l > 0.f ? weight[row * kMaxBlocks + b] / l : 0.f;
+    cluster_ml[row * 2] = m;
+    cluster_ml[row * 2 + 1] = l;
+  }
+
+  /// A pair of a row's elements merged over the cluster's blocks, from
+  /// `pair(b)`, block b's normalised values (after weigh_blocks and a barrier).
+  template <class BlockPair>
+  ATTN_DEVICE float2 weighted_sum(int row, int blocks, BlockPair pair) const {
+    float2 o = make_float2(0.f, 0.f);
+    for (int b = 0; b < blocks; ++b) {
+      const float2 x = pair(b);
+      const float w = weight[row * kMaxBlocks + b];
+      o.x += w * x.x;
+      o.y += w * x.y;
+    }
+    return o;
+  }
 };
 
 /// Writes elements (row, col) and (row, col + 1) of the rows, col even,
@@ -349,21 +388,9 @@ ATTN_DEVICE void decode_store_cluster_reading(DecodeState<Cfg> &warp_state, floa
   const int blocks = min(static_cast<int>(cluster.blocks), kMaxBlocks); // the runtime keeps it <= 16
   if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
     const int row = threadIdx.x;
-    float m = ATTN_NEG_INF;
-    for (int b = 0; b < blocks; ++b)
-      m = fmaxf(m, load_from_block(&merge.block_ml[row * 2], b));
-    const float ref = m == ATTN_NEG_INF ? 0.f : m;
-    float l = 0.f;
-    for (int b = 0; b < blocks; ++b) {
-      const float w = fast_exp2(load_from_block(&merge.block_ml[row * 2], b) - ref) *
-                      load_from_block(&merge.block_ml[row * 2 + 1], b);
-      merge.weight[row * kMaxBlocks + b] = w;
-      l += w;
-    }
-    for (int b = 0; b < blocks; ++b)
-      merge.weight[row * kMaxBlocks + b] = l > 0.f ? merge.weight[row * kMaxBlocks + b] / l : 0.f;
-    merge.cluster_ml[row * 2] = m;
-    merge.cluster_ml[row * 2 + 1] = l;
+    merge.weigh_blocks(
+        row, blocks, [&](int b) { return load_from_block(&merge.block_ml[row * 2], b); },
+        [&](int b) { return load_from_block(&merge.block_ml[row * 2 + 1], b); });
   }
   __syncthreads(); // the rows' weights
   for (int e = cluster.rank * Cfg::kThreads + threadIdx.x; e < 16 * kPairs;
@@ -371,13 +398,8 @@ ATTN_DEVICE void decode_store_cluster_reading(DecodeState<Cfg> &warp_state, floa
     const int row = e / kPairs, col = 2 * (e % kPairs);
     if (row0 + row >= rows)
       continue;
-    float2 o = make_float2(0.f, 0.f);
-    for (int b = 0; b < blocks; ++b) {
-      const float2 x = load2_from_block(&merge.acc[row * kStride + col], b);
-      const float w = merge.weight[row * kMaxBlocks + b];
-      o.x += w * x.x;
-      o.y += w * x.y;
-    }
+    const float2 o = merge.weighted_sum(
+        row, blocks, [&](int b) { return load2_from_block(&merge.acc[row * kStride + col], b); });
     store_row_pair<Cfg>(o, merge.cluster_ml[row * 2], merge.cluster_ml[row * 2 + 1], row0 + row, col, sink);
   }
   cluster_sync(); // no block reuses or leaves its shared memory while another reads it
@@ -482,33 +504,18 @@ ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scrat
     cluster_sync(); // every block's rows are in their owners' shared memory
     if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
       const int row = threadIdx.x;
-      float m = ATTN_NEG_INF;
-      for (int b = 0; b < blocks; ++b)
-        m = fmaxf(m, gather.ml[(b * 16 + row) * 2]);
-      const float ref = m == ATTN_NEG_INF ? 0.f : m;
-      float l = 0.f;
-      for (int b = 0; b < blocks; ++b) {
-        const float w = fast_exp2(gather.ml[(b * 16 + row) * 2] - ref) * gather.ml[(b * 16 + row) * 2 + 1];
-        merge.weight[row * kMaxBlocks + b] = w;
-        l += w;
-      }
-      for (int b = 0; b < blocks; ++b)
-        merge.weight[row * kMaxBlocks + b] = l > 0.f ? merge.weight[row * kMaxBlocks + b] / l : 0.f;
-      merge.cluster_ml[row * 2] = m;
-      merge.cluster_ml[row * 2 + 1] = l;
+      merge.weigh_blocks(
+          row, blocks, [&](int b) { return gather.ml[(b * 16 + row) * 2]; },
+          [&](int b) { return gather.ml[(b * 16 + row) * 2 + 1]; });
     }
     __syncthreads(); // the rows' weights
     for (int c = rank, slot = threadIdx.x; c < kChunks; c += blocks, slot += Cfg::kThreads) {
       const int e = c * Cfg::kThreads + threadIdx.x, row = e / kPairs;
       if (e >= 16 * kPairs || row0 + row >= rows)
         continue;
-      float2 o = make_float2(0.f, 0.f);
-      for (int b = 0; b < blocks; ++b) {
-        const float2 x = *reinterpret_cast<const float2 *>(&gather.pairs[(b * gather.owned + slot) * 2]);
-        const float w = merge.weight[row * kMaxBlocks + b];
-        o.x += w * x.x;
-        o.y += w * x.y;
-      }
+      const float2 o = merge.weighted_sum(row, blocks, [&](int b) {
+        return *reinterpret_cast<const float2 *>(&gather.pairs[(b * gather.owned + slot) * 2]);
+      });
       store_row_pair<Cfg>(o, merge.cluster_ml[row * 2], merge.cluster_ml[row * 2 + 1], row0 + row,
                           2 * (e % kPairs), sink);
     }
