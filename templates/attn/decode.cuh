@@ -135,9 +135,10 @@ struct DecodeSink {
 /// (padded to a stride of 8 (mod 32) floats: the quad's float2 stores of 4
 /// rows then fall in different banks), each warp's (m, l) per row, the
 /// block's merged (m, l) per row, and for a cluster's merge each block's
-/// weight per row and the cluster's merged (m, l) per row. The block's
-/// output rows go where warp 0's share was (a cluster's merge reads them
-/// there): the thread that sums an element is the only one that reads it.
+/// weight per row and the cluster's merged (m, l) per row. A cluster's
+/// reading merge (decode_store_cluster_reading) puts the block's output rows
+/// where warp 0's share was, for the other blocks to read: the thread that
+/// sums an element is the only one of its block that reads it.
 template <class Cfg>
 struct DecodeScratch {
   static constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
