@@ -130,6 +130,38 @@ struct DecodeSink {
   int num_q_heads;         ///< lse entries between query tokens
 };
 
+/// attn-split-kv: the rescale rule over parts that saw disjoint keys of a
+/// row (the warps of a block, or the blocks of a cluster), part i given by
+/// `m_of(i)`, its max (exp2 domain; asked twice, as the max needs them all
+/// first), and `l_of(i)`, its row sum relative to that max: m = max m_i and
+/// l = sum exp2(m_i - m) l_i. A part's values relative to its own max then
+/// weigh exp2(m_i - m) / l in the row's normalised output (share());
+/// `on_part(i, w)`, where given, sees each part's w = exp2(m_i - m) l_i as
+/// it is summed. attn-safe-init: a part that saw no visible key has m_i = -inf and weighs
+/// exp2(-inf) = 0; when no part saw one, m = -inf, l = 0 and every share is 0.
+struct RowMerge {
+  float m, l;
+  float ref; ///< m, or 0 while m = -inf: exp2(-inf - 0) = 0, never exp2(-inf - -inf) = NaN
+  ATTN_DEVICE float share(float m_i) const { return l > 0.f ? fast_exp2(m_i - ref) / l : 0.f; }
+};
+template <class PartM, class PartL, class OnPart>
+ATTN_DEVICE RowMerge merge_parts(int parts, PartM m_of, PartL l_of, OnPart on_part) {
+  RowMerge all = {ATTN_NEG_INF, 0.f, 0.f};
+  for (int i = 0; i < parts; ++i)
+    all.m = fmaxf(all.m, m_of(i));
+  all.ref = all.m == ATTN_NEG_INF ? 0.f : all.m;
+  for (int i = 0; i < parts; ++i) {
+    const float w = fast_exp2(m_of(i) - all.ref) * l_of(i); // part i's exp2(m_i - m) l_i
+    on_part(i, w);
+    all.l += w;
+  }
+  return all;
+}
+template <class PartM, class PartL>
+ATTN_DEVICE RowMerge merge_parts(int parts, PartM m_of, PartL l_of) {
+  return merge_parts(parts, m_of, l_of, [](int, float) {});
+}
+
 /// The shared-memory scratch of the block's merge, in the K/V stages (the
 /// caller has finished with them): each warp's share of the output rows
 /// (padded to a stride of 8 (mod 32) floats: the quad's float2 stores of 4
@@ -158,17 +190,13 @@ struct DecodeScratch {
         weight(block_ml + 16 * 2), cluster_ml(weight + 16 * kMaxBlocks) {}
 
   /// attn-split-kv: the warps saw disjoint keys of every row; they merge by
-  /// the rescale rule, once per row: m = max m_w, l = sum exp2(m_w - m) l_w,
-  /// out = sum exp2(m_w - m) acc_w / l. Each warp publishes its (m, l); after
-  /// a barrier it scales its own acc in registers by its share
+  /// the rescale rule (merge_parts), once per row. Each warp publishes its
+  /// (m, l); after a barrier it scales its own acc in registers by its share
   /// exp2(m_w - m) / l and writes that, so that an element of the block's
   /// normalised output is the plain sum of the warps' values (block_sum).
-  /// attn-safe-init: a warp that saw no visible key of a row has m_w = -inf
-  /// and weighs exp2(-inf) = 0; when no warp saw one, m = -inf, l = 0 and
-  /// the row is 0. Rows at or past `rows` (the group's heads times the query
-  /// tokens, counted from the first of these 16) are never stored and are
-  /// skipped where a whole half of the warp's rows is past it. Ends with a
-  /// barrier.
+  /// Rows at or past `rows` (the group's heads times the query tokens,
+  /// counted from the first of these 16) are never stored and are skipped
+  /// where a whole half of the warp's rows is past it. Ends with a barrier.
   ATTN_DEVICE void put_warp_shares(DecodeState<Cfg> &warp_state, int rows) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     RowState<16, kD> &state = warp_state.rows[0];
@@ -187,16 +215,9 @@ struct DecodeScratch {
       if (r * 8 >= rows)
         break; // rows 8..15 are past the group's rows: nothing reads them
       const int row = lane / 4 + r * 8;
-      float m = ATTN_NEG_INF;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w)
-        m = fmaxf(m, ml[(w * 16 + row) * 2]);
-      const float ref = m == ATTN_NEG_INF ? 0.f : m;
-      float l = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w)
-        l += fast_exp2(ml[(w * 16 + row) * 2] - ref) * ml[(w * 16 + row) * 2 + 1];
-      const float share = l > 0.f ? fast_exp2(state.m[r] - ref) / l : 0.f;
+      const RowMerge all = merge_parts(
+          kWarps, [&](int w) { return ml[(w * 16 + row) * 2]; }, [&](int w) { return ml[(w * 16 + row) * 2 + 1]; });
+      const float share = all.share(state.m[r]); // this warp's acc is relative to its m
 #pragma unroll
       for (int nb = 0; nb < kD / 8; ++nb) {
         const int col = nb * 8 + (lane % 4) * 2;
@@ -204,8 +225,8 @@ struct DecodeScratch {
             make_float2(state.acc[nb][2 * r] * share, state.acc[nb][2 * r + 1] * share);
       }
       if (warp == 0 && lane % 4 == 0) {
-        block_ml[row * 2] = m;
-        block_ml[row * 2 + 1] = l;
+        block_ml[row * 2] = all.m;
+        block_ml[row * 2 + 1] = all.l;
       }
     }
     __syncthreads();
@@ -223,29 +244,19 @@ struct DecodeScratch {
     return o;
   }
 
-  /// attn-split-kv: the rescale rule over the blocks of a cluster, once for
-  /// a row: block b's weight is exp2(m_b - m) l_b / l with m = max m_b and
-  /// l = sum exp2(m_b - m) l_b, from `m_of(b)` = m_b and `l_of(b)` = l_b
-  /// (m_b asked twice, as the maximum needs all of them first); the weights
-  /// go to `weight`, (m, l) to `cluster_ml`. attn-safe-init: a block that
-  /// saw no visible key of the row weighs 0; when none did, l = 0 and every
-  /// weight is 0.
+  /// attn-split-kv: the rescale rule over the blocks of a cluster
+  /// (merge_parts), once for a row, from `m_of(b)` and `l_of(b)`, block b's
+  /// merged (m, l): block b's rows are normalised by its own l_b, so they
+  /// weigh exp2(m_b - m) l_b / l. The weights go to `weight`, the row's
+  /// (m, l) to `cluster_ml`.
   template <class BlockM, class BlockL>
   ATTN_DEVICE void weigh_blocks(int row, int blocks, BlockM m_of, BlockL l_of) const {
-    float m = ATTN_NEG_INF;
+    const RowMerge all =
+        merge_parts(blocks, m_of, l_of, [&](int b, float w) { weight[row * kMaxBlocks + b] = w; });
     for (int b = 0; b < blocks; ++b)
-      m = fmaxf(m, m_of(b));
-    const float ref = m == ATTN_NEG_INF ? 0.f : m;
-    float l = 0.f;
-    for (int b = 0; b < blocks; ++b) {
-      const float w = fast_exp2(m_of(b) - ref) * l_of(b);
-      weight[row * kMaxBlocks + b] = w;
-      l += w;
-    }
-    for (int b = 0; b < blocks; ++b)
-      weight[row * kMaxBlocks + b] = l > 0.f ? weight[row * kMaxBlocks + b] / l : 0.f;
-    cluster_ml[row * 2] = m;
-    cluster_ml[row * 2 + 1] = l;
+      weight[row * kMaxBlocks + b] = all.l > 0.f ? weight[row * kMaxBlocks + b] / all.l : 0.f;
+    cluster_ml[row * 2] = all.m;
+    cluster_ml[row * 2 + 1] = all.l;
   }
 
   /// A pair of a row's elements merged over the cluster's blocks, from
