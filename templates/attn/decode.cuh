@@ -177,9 +177,10 @@ struct DecodeScratch {
   static constexpr int kStride = kD + (40 - kD % 32) % 32;
   static constexpr int kMaxBlocks = 16; ///< a cluster's blocks at most (Kernel::mergesInCluster)
   static constexpr int kFloats = kWarps * 16 * (kStride + 2) + 16 * 2 + 16 * kMaxBlocks + 16 * 2;
-  static_assert(kFloats * 4 <= Cfg::kStages * 2 * Cfg::kTileKV * kD *
-                                   static_cast<int>(sizeof(typename Cfg::Elem)),
-                "the merge's scratch fits in the K/V stages' shared memory");
+  /// The floats the K/V stages hold, where the scratch lives after the loop.
+  static constexpr int kStageFloats =
+      Cfg::kStages * 2 * Cfg::kTileKV * kD * static_cast<int>(sizeof(typename Cfg::Elem)) / 4;
+  static_assert(kFloats <= kStageFloats, "the merge's scratch fits in the K/V stages' shared memory");
   float *acc;        ///< [kWarps][16][kStride]: each warp's share; then warp 0's rows hold the block's o
   float *ml;         ///< [kWarps][16][2]: m, l
   float *block_ml;   ///< [16][2]: the block's merged m, l
@@ -216,7 +217,8 @@ struct DecodeScratch {
         break; // rows 8..15 are past the group's rows: nothing reads them
       const int row = lane / 4 + r * 8;
       const RowMerge all = merge_parts(
-          kWarps, [&](int w) { return ml[(w * 16 + row) * 2]; }, [&](int w) { return ml[(w * 16 + row) * 2 + 1]; });
+          kWarps, [&](int w) { return ml[(w * 16 + row) * 2]; },
+          [&](int w) { return ml[(w * 16 + row) * 2 + 1]; });
       const float share = all.share(state.m[r]); // this warp's acc is relative to its m
 #pragma unroll
       for (int nb = 0; nb < kD / 8; ++nb) {
@@ -345,14 +347,22 @@ ATTN_DEVICE void cluster_sync() {
 #endif
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/// The shared::cluster address of the place of `local` in block `rank` of
+/// the cluster.
+ATTN_DEVICE unsigned cluster_addr(const void *local, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  return remote;
+}
+#endif
+
 /// The float at the same shared-memory place as `local` in block `rank` of
 /// the cluster.
 ATTN_DEVICE float load_from_block(const float *local, unsigned rank) {
   float v = 0.f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_addr(local, rank)) : "memory");
 #else
   (void)rank; // no clusters before sm_90: the only block is this one
   v = *local;
@@ -365,9 +375,10 @@ ATTN_DEVICE float load_from_block(const float *local, unsigned rank) {
 ATTN_DEVICE float2 load2_from_block(const float *local, unsigned rank) {
   float2 v = make_float2(0.f, 0.f);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];"
+               : "=f"(v.x), "=f"(v.y)
+               : "r"(cluster_addr(local, rank))
+               : "memory");
 #else
   (void)rank;
   v = *reinterpret_cast<const float2 *>(local);
@@ -416,6 +427,7 @@ ATTN_DEVICE void decode_store_cluster_reading(DecodeState<Cfg> &warp_state, floa
   }
   cluster_sync(); // no block reuses or leaves its shared memory while another reads it
 }
+
 /// The two halves of cluster_sync, for work in between: after arrive() a
 /// thread may not touch what the other blocks may write once every thread
 /// of the cluster has arrived; after wait() it sees the writes they made
@@ -435,9 +447,9 @@ ATTN_DEVICE void cluster_wait() {
 /// `rank` of the cluster (8-byte aligned; the block itself included).
 ATTN_DEVICE void store2_to_block(float *local, unsigned rank, float2 v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(remote), "f"(v.x), "f"(v.y) : "memory");
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(cluster_addr(local, rank)), "f"(v.x),
+               "f"(v.y)
+               : "memory");
 #else
   (void)rank; // no clusters before sm_90: the only block is this one
   *reinterpret_cast<float2 *>(local) = v;
@@ -459,10 +471,8 @@ struct ClusterGather {
   static constexpr int kMaxSlots = (kChunks + kMaxBlocks - 1) * Cfg::kThreads;
   static constexpr int kFloats = kMaxBlocks * 16 * 2 + kMaxSlots * 2;
   /// Too small K/V stages (tiles of 16 or 32 keys) merge by reading the
-  /// other blocks' rows instead (decode_store_cluster).
-  static constexpr bool kFits = (Scratch::kFloats + kFloats) * 4 <=
-                                Cfg::kStages * 2 * Cfg::kTileKV * Cfg::kHeadDim *
-                                    static_cast<int>(sizeof(typename Cfg::Elem));
+  /// other blocks' rows instead (decode_store_cluster_reading).
+  static constexpr bool kFits = Scratch::kFloats + kFloats <= Scratch::kStageFloats;
   float *ml;    ///< [kMaxBlocks][16][2]: each block's merged m, l per row
   float *pairs; ///< [blocks][owned pairs][2]: each block's values of the owned pairs
   int owned;    ///< pairs a block owns at most: ceil(kChunks / blocks) * kThreads
