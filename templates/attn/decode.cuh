@@ -338,13 +338,26 @@ ATTN_DEVICE ClusterPlace cluster_place() {
   return at;
 }
 
+/// The two halves of cluster_sync, for work in between: after arrive() a
+/// thread may not touch what the other blocks may write once every thread
+/// of the cluster has arrived; after wait() it sees the writes they made
+/// before their arrive().
+ATTN_DEVICE void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+ATTN_DEVICE void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
 /// Every thread of every block of the cluster arrives; the writes to shared
 /// memory before it are visible to the cluster's blocks after it.
 ATTN_DEVICE void cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
-               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
+  cluster_arrive();
+  cluster_wait();
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -426,21 +439,6 @@ ATTN_DEVICE void decode_store_cluster_reading(DecodeState<Cfg> &warp_state, floa
     store_row_pair<Cfg>(o, merge.cluster_ml[row * 2], merge.cluster_ml[row * 2 + 1], row0 + row, col, sink);
   }
   cluster_sync(); // no block reuses or leaves its shared memory while another reads it
-}
-
-/// The two halves of cluster_sync, for work in between: after arrive() a
-/// thread may not touch what the other blocks may write once every thread
-/// of the cluster has arrived; after wait() it sees the writes they made
-/// before their arrive().
-ATTN_DEVICE void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#endif
-}
-ATTN_DEVICE void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
 }
 
 /// Stores two floats at the same shared-memory place as `local` in block
