@@ -48,6 +48,7 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
     const int64_t lonely = perSm == 0 ? rest : perSm == 1 ? sms - rest : 0;
     return double(std::max(n, sms)) / double(slots) * (1.0 + lone * double(lonely) / double(sms));
   };
+  const double fullWave = waveTime(slots);
   const int64_t tiles = ceilDiv(std::max<int64_t>(args.max_kv_len, 1), spec.tile_kv);
   // Splits of at least two tiles, at most 64 of them.
   const int64_t most = std::clamp<int64_t>(tiles / 2, 1, 64);
@@ -58,7 +59,7 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
     // Each block works through its share of the tiles plus one, in full waves
     // and a last one; in tiles of a full wave's time.
     const int64_t perBlock = ceilDiv(tiles, s) + 1, full = blocks * s / slots, rest = blocks * s % slots;
-    const double cost = double(perBlock) * (double(full) * waveTime(slots) + (rest ? waveTime(rest) : 0.0)) +
+    const double cost = double(perBlock) * (double(full) * fullWave + (rest ? waveTime(rest) : 0.0)) +
                         (mergeKernel ? kMergeKernelTiles : 0.0);
     if (cost < bestCost) {
       best = s;
