@@ -254,6 +254,12 @@ std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &
   if (rc == CUDA_SUCCESS)
     rc = cu->cuFuncSetAttribute(k->main_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 shape.shared_bytes);
+  if (rc == CUDA_SUCCESS && shape.decode && shape.pair_shared_bytes > 0) {
+    rc = cu->cuModuleGetFunction(&k->pair_, k->module_, (name + "_pair").c_str());
+    if (rc == CUDA_SUCCESS)
+      rc = cu->cuFuncSetAttribute(k->pair_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  shape.pair_shared_bytes);
+  }
   CUdevice dev;
   if (rc == CUDA_SUCCESS)
     rc = cu->cuCtxGetDevice(&dev);
@@ -343,6 +349,14 @@ bool Kernel::mergesInCluster(const AttentionArgs &args, int splits) const {
   return clusters >= 1 && clusters <= maxActiveClusters(splits);
 }
 
+bool Kernel::pairsSplits(const AttentionArgs &args) const {
+  return pairsSplits(args, splits(args));
+}
+
+bool Kernel::pairsSplits(const AttentionArgs &args, int splits) const {
+  return pair_ && splits == 2 && mergesInCluster(args, splits);
+}
+
 bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &error) const {
   const int splits = this->splits(args);
   const bool clustered = mergesInCluster(args, splits);
@@ -354,7 +368,14 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
   kernel::Params p = makeParams(spec_, args, splits);
   void *params[] = {&p};
   CUresult rc;
-  if (clustered) {
+  if (pairsSplits(args, splits)) {
+    // attn-split-kv: two splits as the two pipelines of one block, which
+    // merges them in its own shared memory (decode_block<2>): no cluster, no
+    // merge kernel, nothing written to the workspace (measured on the H200:
+    // 0.9-1.1 % faster than clusters of two, tests/gpu/RESULTS.md).
+    rc = cu_->cuLaunchKernel(pair_, 1, args.num_kv_heads, args.batch, 2 * shape_.threads, 1, 1,
+                             shape_.pair_shared_bytes, stream, params, nullptr);
+  } else if (clustered) {
     // attn-split-kv on sm_90a: the splits of each (sequence, KV head) run as
     // one thread-block cluster and merge their results through distributed
     // shared memory (decode_store_cluster): no merge kernel, nothing written

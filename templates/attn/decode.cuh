@@ -544,6 +544,22 @@ ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scrat
   }
 }
 
+/// attn-split-kv: a decode block may run kPipes K/V pipelines of
+/// Cfg::kThreads threads each, pipeline i taking split blockIdx.x * kPipes + i
+/// with its own K/V stages: then each pipeline waits on its own named
+/// barrier (1 + pipe) between tiles, and the whole block only before the
+/// loop and after it, where the pipelines' warps merge by the rescale rule
+/// like the warps of one (DecodeScratch over all of them). With one
+/// pipeline this is the block barrier.
+template <int kPipes, int kPipeThreads>
+ATTN_DEVICE void pipe_sync(int pipe) {
+  if (kPipes == 1) {
+    __syncthreads();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + pipe), "n"(kPipeThreads) : "memory");
+  }
+}
+
 /// attn-split-kv on sm_90a: the merge kernel is launched as a programmatic
 /// dependent of the main kernel (the runtime's Kernel::launch). A main block
 /// calls allow_merge_launch() once its KV loop is done, so the merge's blocks

@@ -140,9 +140,11 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     failures += !ok;
   };
   // The first decode spec's splits merge in clusters on sm_90a, the second's
-  // (more than a cluster holds) always through the merge kernel and its workspace.
+  // (more than a cluster holds) always through the merge kernel and its
+  // workspace; the third's two splits run in one block on sm_90a.
   for (const char *text : {"mode=decode,page_size=16,gqa=4,split_kv=3,mask=causal,return_lse=true",
                            "mode=decode,page_size=16,gqa=2,split_kv=20,dtype=f16",
+                           "mode=decode,page_size=16,gqa=8,split_kv=2,return_lse=true",
                            "mask=causal,head_dim=64,page_size=16,gqa=2"}) {
     SpecResult parsed = parseSpec(std::string(text) + ",target=" + name(g.rt->target()));
     KernelLookup k = g.rt->kernel(*parsed.spec);
@@ -203,7 +205,9 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     if (spec.mode == Mode::Decode && k.kernel->mergesInCluster(dev->args)) {
       // The splits merge in a thread-block cluster: the launches above ran
       // with no workspace at all.
-      report(std::string(text) + ": splits merged in a cluster, no workspace",
+      report(std::string(text) + (k.kernel->pairsSplits(dev->args)
+                                      ? ": two splits in one block, no workspace"
+                                      : ": splits merged in a cluster, no workspace"),
              dev->args.workspace == 0 && ok, error);
     } else if (spec.mode == Mode::Decode && k.kernel->workspaceBytes(dev->args) > 0) {
       a = dev->args;
@@ -335,10 +339,11 @@ double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
 /// table with shuffled pages; GB/s of K + V bytes read).
 /// Each variant (extra spec fields, e.g. "tile_q=64,tile_kv=64"; "" for the
 /// defaults) is timed on every row, marked [variant] in the output.
-/// A decode launch's split count for the bench table, "c" added where the
-/// splits merge in a thread-block cluster rather than through the merge kernel.
+/// A decode launch's split count for the bench table, "p" added where its
+/// two splits run in one block (Kernel::pairsSplits), "c" where the splits
+/// merge in a thread-block cluster rather than through the merge kernel.
 std::string splitsText(const Kernel &k, const AttentionArgs &a) {
-  return std::to_string(k.splits(a)) + (k.mergesInCluster(a) ? "c" : "");
+  return std::to_string(k.splits(a)) + (k.pairsSplits(a) ? "p" : k.mergesInCluster(a) ? "c" : "");
 }
 
 /// A decode shape of --bench: batch, query heads, KV heads, KV length.
@@ -632,6 +637,11 @@ int main(int argc, char **argv) {
                           ",gqa=" + std::to_string(gqa) + ",page_size=" + std::to_string(page) +
                           ",mask=" + mask + ",split_kv=" + split + ",return_lse=true");
         }
+    // Two splits as the two pipelines of one block (sm_90a, pages of 16: "<name>_pair").
+    specs.push_back("mode=decode,dtype=bf16,head_dim=128,gqa=4,page_size=16,mask=causal,split_kv=2,"
+                    "return_lse=true");
+    specs.push_back("mode=decode,dtype=f16,head_dim=64,gqa=8,page_size=16,mask=sliding_window(100),"
+                    "split_kv=2,return_lse=true");
   }
   if (benchOnly) {
     std::vector<SourceKernel> sources(sourcePaths.size());

@@ -134,6 +134,10 @@ public:
   /// How many clusters of `splits` blocks the device holds at once; 0 where
   /// the kernel does not merge in clusters or none fit.
   int maxActiveClusters(int splits) const;
+  /// Whether a decode launch with these arguments runs its two splits as the
+  /// two pipelines of one block ("<name>_pair", LaunchShape::pair_shared_bytes)
+  /// where they would otherwise merge in clusters of two.
+  bool pairsSplits(const AttentionArgs &args) const;
 
   /// Checks the arguments, then enqueues the kernel(s) on `stream`. No
   /// allocation, no synchronisation. False with `error` set on bad
@@ -146,8 +150,10 @@ public:
 
 private:
   Kernel() = default;
-  /// mergesInCluster for the split count the launch has already chosen.
+  /// mergesInCluster and pairsSplits for the split count the launch has
+  /// already chosen.
   bool mergesInCluster(const AttentionArgs &args, int splits) const;
+  bool pairsSplits(const AttentionArgs &args, int splits) const;
   /// The largest cluster of splits: 8 is the portable cluster size; up to 16
   /// where the device allows non-portable sizes (sm_90a: the H100 and H200).
   static constexpr int kMaxPortableClusterSplits = 8, kMaxClusterSplits = 16;
@@ -155,7 +161,7 @@ private:
   Spec spec_;
   kernel::LaunchShape shape_;
   CUmodule module_ = nullptr;
-  CUfunction main_ = nullptr, merge_ = nullptr;
+  CUfunction main_ = nullptr, merge_ = nullptr, pair_ = nullptr;
   int smCount_ = 1, blocksPerSm_ = 1;
   bool nonPortableClusters_ = false; ///< clusters of 9..kMaxClusterSplits splits allowed
   /// maxActiveClusters' answer per split count plus one; 0: not asked yet.
