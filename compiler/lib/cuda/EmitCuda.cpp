@@ -438,12 +438,14 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "template <int kPipes>\n"
     << "struct BlockCfg : Cfg {\n"
     << "  static constexpr int kThreads = kPipes * Cfg::kThreads;\n"
+    << "  static constexpr int kStages = kPipes * Cfg::kStages; // the merge's scratch: every pipeline's stages\n"
     << "};\n} // namespace\n\n"
     << "// attn-share-kv-heads: one block per KV head; its rows are the group's query heads.\n"
     << "// attn-split-kv: the kv_splits loop is the grid's x and the block's kPipes pipelines\n"
-    << "// (pipe_sync). Grid: x = split / kPipes, y = KV head, z = sequence. A block of two\n"
-    << "// pipelines holds both splits of its (sequence, KV head): the runtime launches it\n"
-    << "// for two splits, where it would otherwise merge them in a cluster of two blocks.\n"
+    << "// (pipe_sync). Grid: x = split / kPipes, y = KV head, z = sequence. The runtime\n"
+    << "// launches blocks of two pipelines for two splits, where they would otherwise merge\n"
+    << "// in a cluster of two blocks, and for four as clusters of two such blocks, where\n"
+    << "// clusters of four would not all fit on the device at once.\n"
     << "template <int kPipes>\n"
     << "__device__ __forceinline__ void decode_block(const Params &p) {\n"
     << "  using Block = BlockCfg<kPipes>;\n"
@@ -491,10 +493,11 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
   o
     << "  // attn-split-kv: one split writes the output; several write partial results\n"
     << "  // (normalised output and lse) to the workspace for the merge kernel, unless\n"
-    << "  // they run as one cluster (sm_90a): then they merge in shared memory.\n"
+    << "  // they run as one cluster (sm_90a): then they merge in shared memory. A block's\n"
+    << "  // pipelines always do (its blocks, if more than one, as a cluster).\n"
     << "  float *part = reinterpret_cast<float *>(p.workspace);\n"
     << "  const i64 part_rows = total_q * p.num_q_heads;\n"
-    << "  const bool clustered = kPipes == 1 && cluster_place().blocks > 1;\n"
+    << "  const bool clustered = cluster_place().blocks > 1;\n"
     << "  const bool partial = kPipes == 1 && p.num_splits > 1 && !clustered;\n"
     << "  const DecodeSink<Block> sink = {\n"
     << "      reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,\n"
@@ -597,7 +600,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
     << "(const Params p) {\n  decode_block<1>(p);\n}\n\n";
   if (pairs)
-    o << "// attn-split-kv: two splits as the two pipelines of one block (launch: pair_shared_bytes).\n"
+    o << "// attn-split-kv: splits as the two pipelines of a block (launch: pair_shared_bytes).\n"
       << "extern \"C\" __global__ void __launch_bounds__(2 * Cfg::kThreads, 1) " << plan.name
       << "_pair(const Params p) {\n  decode_block<2>(p);\n}\n\n";
 

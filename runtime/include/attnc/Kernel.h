@@ -119,10 +119,10 @@ public:
                         [&](int n) { return mergesInCluster(args, n); });
   }
   /// The workspace a launch with these arguments needs: none when its
-  /// splits merge in clusters (mergesInCluster).
+  /// splits merge in clusters or in a block (mergesInCluster, pairsSplits).
   size_t workspaceBytes(const AttentionArgs &args) const {
     const int n = splits(args);
-    return mergesInCluster(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
+    return mergesInCluster(args, n) || pairsSplits(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
   }
 
   /// Whether a decode launch with these arguments merges its splits inside
@@ -134,10 +134,14 @@ public:
   /// How many clusters of `splits` blocks the device holds at once; 0 where
   /// the kernel does not merge in clusters or none fit.
   int maxActiveClusters(int splits) const;
-  /// Whether a decode launch with these arguments runs its two splits as the
-  /// two pipelines of one block ("<name>_pair", LaunchShape::pair_shared_bytes)
-  /// where they would otherwise merge in clusters of two.
+  /// Whether a decode launch with these arguments runs its splits as the two
+  /// pipelines of a block ("<name>_pair", LaunchShape::pair_shared_bytes): two
+  /// splits in one block where they would otherwise merge in clusters of two;
+  /// four as two such blocks in clusters of two, where clusters of four would
+  /// not all be resident (they would go through the merge kernel) and these are.
   bool pairsSplits(const AttentionArgs &args) const;
+  /// How many clusters of two pair blocks the device holds at once.
+  int maxActivePairClusters() const;
 
   /// Checks the arguments, then enqueues the kernel(s) on `stream`. No
   /// allocation, no synchronisation. False with `error` set on bad
@@ -166,6 +170,8 @@ private:
   bool nonPortableClusters_ = false; ///< clusters of 9..kMaxClusterSplits splits allowed
   /// maxActiveClusters' answer per split count plus one; 0: not asked yet.
   mutable std::atomic<int> maxClusters_[kMaxClusterSplits + 1] = {};
+  /// maxActivePairClusters' answer plus one; 0: not asked yet.
+  mutable std::atomic<int> maxPairClusters_{0};
 };
 
 } // namespace attn
