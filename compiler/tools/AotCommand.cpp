@@ -142,7 +142,7 @@ std::string bundleSource(const std::string &name, const std::vector<Job> &jobs) 
     o << "    {\"" << jobs[i].spec.str() << "\", \"" << jobs[i].arch << "\", cubin" << i
       << ", sizeof cubin" << i << ", " << jobs[i].shape.threads << ", "
       << jobs[i].shape.shared_bytes << ", " << jobs[i].shape.merge_threads << ", "
-      << (jobs[i].shape.cluster_merge ? 1 : 0) << "},\n";
+      << (jobs[i].shape.cluster_merge ? 1 : 0) << ", " << jobs[i].shape.pair_shared_bytes << "},\n";
   o << "};\n\nconst attn::BundleRegistration registration(\"" << name
     << "\", entries, sizeof entries / sizeof entries[0]);\n} // namespace\n";
   return o.str();

@@ -254,6 +254,12 @@ std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &
   if (rc == CUDA_SUCCESS)
     rc = cu->cuFuncSetAttribute(k->main_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 shape.shared_bytes);
+  if (rc == CUDA_SUCCESS && shape.decode && shape.pair_shared_bytes > 0) {
+    rc = cu->cuModuleGetFunction(&k->pair_, k->module_, (name + "_pair").c_str());
+    if (rc == CUDA_SUCCESS)
+      rc = cu->cuFuncSetAttribute(k->pair_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  shape.pair_shared_bytes);
+  }
   CUdevice dev;
   if (rc == CUDA_SUCCESS)
     rc = cu->cuCtxGetDevice(&dev);
@@ -281,21 +287,22 @@ Kernel::~Kernel() {
 }
 
 namespace {
-/// The decode grid (splits, y, z) launched as clusters of its splits; `cluster`
-/// holds the attribute the configuration points to.
-CUlaunchConfig splitClusters(const kernel::LaunchShape &shape, int splits, int64_t y, int64_t z,
+/// The decode grid (blocks, y, z) launched as clusters of its `blocks` (of
+/// `threads` threads and `shared_bytes` each); `cluster` holds the attribute
+/// the configuration points to.
+CUlaunchConfig splitClusters(int blocks, int threads, int shared_bytes, int64_t y, int64_t z,
                              CUstream stream, CUlaunchAttribute &cluster) {
   cluster = CUlaunchAttribute{};
   cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = static_cast<unsigned>(splits);
+  cluster.value.clusterDim.x = static_cast<unsigned>(blocks);
   cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
   CUlaunchConfig config{};
-  config.gridDimX = static_cast<unsigned>(splits);
+  config.gridDimX = static_cast<unsigned>(blocks);
   config.gridDimY = static_cast<unsigned>(y);
   config.gridDimZ = static_cast<unsigned>(z);
-  config.blockDimX = static_cast<unsigned>(shape.threads);
+  config.blockDimX = static_cast<unsigned>(threads);
   config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = static_cast<unsigned>(shape.shared_bytes);
+  config.sharedMemBytes = static_cast<unsigned>(shared_bytes);
   config.hStream = stream;
   config.attrs = &cluster;
   config.numAttrs = 1;
@@ -311,7 +318,8 @@ int Kernel::maxActiveClusters(int splits) const {
   if (known == 0) {
     // How many clusters of `splits` blocks the device holds at once.
     CUlaunchAttribute cluster;
-    const CUlaunchConfig config = splitClusters(shape_, splits, 1, 1, nullptr, cluster);
+    const CUlaunchConfig config =
+        splitClusters(splits, shape_.threads, shape_.shared_bytes, 1, 1, nullptr, cluster);
     int clusters = 0;
     if (cu_->cuOccupancyMaxActiveClusters(&clusters, main_, &config) != CUDA_SUCCESS)
       return 0; // not cached: asked again at the next launch
@@ -343,10 +351,46 @@ bool Kernel::mergesInCluster(const AttentionArgs &args, int splits) const {
   return clusters >= 1 && clusters <= maxActiveClusters(splits);
 }
 
+bool Kernel::pairsSplits(const AttentionArgs &args) const {
+  return pairsSplits(args, splits(args));
+}
+
+int Kernel::maxActivePairClusters() const {
+  int known = maxPairClusters_.load(std::memory_order_relaxed);
+  if (known == 0) {
+    // How many clusters of two blocks of two pipelines the device holds at once.
+    CUlaunchAttribute cluster;
+    const CUlaunchConfig config =
+        splitClusters(2, 2 * shape_.threads, shape_.pair_shared_bytes, 1, 1, nullptr, cluster);
+    int clusters = 0;
+    if (cu_->cuOccupancyMaxActiveClusters(&clusters, pair_, &config) != CUDA_SUCCESS)
+      return 0; // not cached: asked again at the next launch
+    known = std::max(clusters, 0) + 1;
+    maxPairClusters_.store(known, std::memory_order_relaxed);
+  }
+  return known - 1;
+}
+
+bool Kernel::pairsSplits(const AttentionArgs &args, int splits) const {
+  if (!pair_)
+    return false;
+  // Two splits: one block instead of a cluster of two (measured on the H200:
+  // 0.9-1.1 % faster, tests/gpu/RESULTS.md).
+  if (splits == 2)
+    return mergesInCluster(args, splits);
+  // Four splits that would go through the merge kernel because their clusters
+  // of four do not all fit: two blocks of two pipelines in clusters of two,
+  // where those all fit (measured on the H200: 1.2 % faster on 8 sequences of
+  // 32768 keys with 8 KV heads, tests/gpu/RESULTS.md).
+  const int64_t clusters = int64_t(args.batch) * args.num_kv_heads;
+  return splits == 4 && spec_.target == Target::SM90a && !mergesInCluster(args, splits) &&
+         clusters >= 1 && clusters <= maxActivePairClusters();
+}
+
 bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &error) const {
   const int splits = this->splits(args);
-  const bool clustered = mergesInCluster(args, splits);
-  error = validateArgs(spec_, args, splits, clustered);
+  const bool clustered = mergesInCluster(args, splits), paired = pairsSplits(args, splits);
+  error = validateArgs(spec_, args, splits, clustered || paired);
   if (!error.empty())
     return false;
   if (args.batch == 0 || args.max_q_len == 0)
@@ -354,14 +398,30 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
   kernel::Params p = makeParams(spec_, args, splits);
   void *params[] = {&p};
   CUresult rc;
-  if (clustered) {
+  if (paired) {
+    // attn-split-kv: the splits as the two pipelines of a block, which merges
+    // them in its own shared memory (decode_block<2>), and with four splits
+    // the two blocks of a (sequence, KV head) as one cluster that merges them
+    // (decode_store_cluster): no merge kernel, nothing written to the workspace.
+    const int blocks = splits / 2;
+    if (blocks == 1) {
+      rc = cu_->cuLaunchKernel(pair_, 1, args.num_kv_heads, args.batch, 2 * shape_.threads, 1, 1,
+                               shape_.pair_shared_bytes, stream, params, nullptr);
+    } else {
+      CUlaunchAttribute cluster;
+      const CUlaunchConfig config = splitClusters(blocks, 2 * shape_.threads, shape_.pair_shared_bytes,
+                                                  args.num_kv_heads, args.batch, stream, cluster);
+      rc = cu_->cuLaunchKernelEx(&config, pair_, params, nullptr);
+    }
+  } else if (clustered) {
     // attn-split-kv on sm_90a: the splits of each (sequence, KV head) run as
     // one thread-block cluster and merge their results through distributed
     // shared memory (decode_store_cluster): no merge kernel, nothing written
     // to the workspace.
     CUlaunchAttribute cluster;
     const CUlaunchConfig config =
-        splitClusters(shape_, splits, args.num_kv_heads, args.batch, stream, cluster);
+        splitClusters(splits, shape_.threads, shape_.shared_bytes, args.num_kv_heads, args.batch,
+                      stream, cluster);
     rc = cu_->cuLaunchKernelEx(&config, main_, params, nullptr);
   } else if (shape_.decode) {
     rc = cu_->cuLaunchKernel(main_, splits, args.num_kv_heads, args.batch, shape_.threads, 1, 1,
@@ -401,7 +461,8 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
 
 std::string Kernel::checkDeviceArguments(const AttentionArgs &args, CUstream stream) const {
   const int splits = this->splits(args);
-  std::string error = validateArgs(spec_, args, splits, mergesInCluster(args, splits));
+  std::string error =
+      validateArgs(spec_, args, splits, mergesInCluster(args, splits) || pairsSplits(args, splits));
   if (!error.empty())
     return error;
   CUresult rc = cu_->cuStreamSynchronize(stream);

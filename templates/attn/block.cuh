@@ -226,14 +226,17 @@ struct PageRuns {
   int row_step;  ///< elements between a thread's rows of one run: kRowStep token rows
   unsigned dst;  ///< byte offset of the thread's first piece in a shared tile
 
-  /// For KV head h of a cache with token_stride elements between tokens.
-  ATTN_DEVICE PageRuns(int token_stride, int h)
-      : first_row(threadIdx.x / kChunks),
-        offset((threadIdx.x / kChunks) * token_stride + h * Cfg::kHeadDim + (threadIdx.x % kChunks) * 8),
+  /// For KV head h of a cache with token_stride elements between tokens;
+  /// `tid` is the thread's place among the Cfg::kThreads threads that copy
+  /// the tile (threadIdx.x, unless a block runs several pipelines).
+  ATTN_DEVICE PageRuns(int token_stride, int h, unsigned tid)
+      : first_row(tid / kChunks),
+        offset((tid / kChunks) * token_stride + h * Cfg::kHeadDim + (tid % kChunks) * 8),
         row_step(kRowStep * token_stride),
-        dst(Tile::offset(threadIdx.x / kChunks, threadIdx.x % kChunks) * sizeof(Elem)) {
+        dst(Tile::offset(tid / kChunks, tid % kChunks) * sizeof(Elem)) {
     static_assert(kApplies, "PageRuns: the tile's rows must come in runs a thread's rows divide");
   }
+  ATTN_DEVICE PageRuns(int token_stride, int h) : PageRuns(token_stride, h, threadIdx.x) {}
 
   /// K and V of tokens [t0, t0 + kTileKV) into shared tiles (one cp.async
   /// group for the two); rows past kv_len or on a page outside the cache are

@@ -544,6 +544,46 @@ ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scrat
   }
 }
 
+/// attn-split-kv: a decode block may run kPipes K/V pipelines of
+/// Cfg::kThreads threads each, pipeline i taking split blockIdx.x * kPipes + i
+/// with its own K/V stages: then each pipeline waits on its own named
+/// barrier (1 + pipe) between tiles, and the whole block only before the
+/// loop and after it, where the pipelines' warps merge by the rescale rule
+/// like the warps of one (DecodeScratch over all of them). With one
+/// pipeline this is the block barrier.
+template <int kPipes, int kPipeThreads>
+ATTN_DEVICE void pipe_sync(int pipe) {
+  if (kPipes == 1) {
+    __syncthreads();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + pipe), "n"(kPipeThreads) : "memory");
+  }
+}
+
+/// After the KV loop of a block of kPipes > 1 pipelines: a pipeline with
+/// fewer tiles than the block's busiest (split_range's pieces differ by one
+/// at most) waits on its barrier the difference more, so that every thread
+/// of the block has passed as many barriers when they meet at the block
+/// barrier. The hardware needs none of it (each pipeline's barrier is its
+/// own), but compute-sanitizer's racecheck pairs the block's barriers by
+/// their count: without it, it reports hazards between writes before
+/// __syncthreads and reads after it (tests/gpu/racecheck_pipes.cu shows it
+/// on a kernel of twenty lines). It costs a pipeline that is done anyway a
+/// barrier or two, against keeping the race checker's verdict meaningful.
+template <int kPipes, int kPipeThreads>
+ATTN_DEVICE void pipe_sync_evenly(int pipe, int passed, int lo, int hi, int first_split, int splits) {
+  if (kPipes == 1)
+    return;
+  int most = 0;
+#pragma unroll
+  for (int i = 0; i < kPipes; ++i) {
+    const SplitTiles piece = split_range(lo, hi, first_split + i, splits);
+    most = max(most, piece.hi - piece.lo);
+  }
+  for (int k = passed; k < most; ++k)
+    pipe_sync<kPipes, kPipeThreads>(pipe);
+}
+
 /// attn-split-kv on sm_90a: the merge kernel is launched as a programmatic
 /// dependent of the main kernel (the runtime's Kernel::launch). A main block
 /// calls allow_merge_launch() once its KV loop is done, so the merge's blocks

@@ -41,8 +41,11 @@ struct Params {
 /// "<name>_merge" kernel follows on grid (max q_len, num_q_heads, batch)
 /// with merge_threads threads, unless cluster_merge: then (sm_90a) the
 /// runtime may launch the splits of each (sequence, KV head) as one
-/// thread-block cluster that merges them itself (decode_store_cluster).
-/// Dynamic shared memory: shared_bytes.
+/// thread-block cluster that merges them itself (decode_store_cluster); with
+/// pair_shared_bytes > 0 the module also holds "<name>_pair", which the
+/// runtime launches instead of clusters of two splits: grid (1, num_kv_heads,
+/// batch), 2 * threads threads, pair_shared_bytes of shared memory, both
+/// splits as the two pipelines of one block. Dynamic shared memory: shared_bytes.
 struct LaunchShape {
   int threads = 0;
   int shared_bytes = 0;
@@ -50,6 +53,7 @@ struct LaunchShape {
   bool decode = false;
   int merge_threads = 0;
   bool cluster_merge = false;
+  int pair_shared_bytes = 0; ///< decode, sm_90a: "<name>_pair" runs two splits in one block of 2 * threads
 };
 
 } // namespace kernel

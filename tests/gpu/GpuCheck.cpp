@@ -76,7 +76,34 @@ std::vector<std::pair<int64_t, int64_t>> testLengths(const Spec &spec, bool quic
   return l;
 }
 
-Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick) {
+/// Four splits run as two blocks of two pipelines in clusters of two
+/// (Kernel::pairsSplits) only where clusters of four would not all be
+/// resident: more (sequence, KV head) pairs than the ragged test batch has.
+/// The batch for that: 8 KV heads and one sequence more than the device
+/// holds clusters of four for, of `quick` ? 1..300 : 1..3000 keys. False
+/// with `error` set where this GPU holds no more clusters of two pair blocks
+/// than of four blocks (its four splits never run as pairs).
+bool fourPairedBatch(const Kernel &k, std::mt19937_64 &rng, bool quick, int64_t &hkv,
+                     std::vector<std::pair<int64_t, int64_t>> &lengths, std::string &error) {
+  hkv = 8;
+  const int64_t sequences = k.maxActiveClusters(4) / hkv + 1;
+  if (sequences * hkv > k.maxActivePairClusters()) {
+    error = "this GPU holds " + std::to_string(k.maxActivePairClusters()) +
+            " clusters of two pair blocks, no more than " + std::to_string(k.maxActiveClusters(4)) +
+            " clusters of four: four splits never run as pairs here";
+    return false;
+  }
+  std::uniform_int_distribution<int64_t> keys(1, quick ? 300 : 3000);
+  lengths.clear();
+  for (int64_t i = 0; i < sequences; ++i)
+    lengths.push_back({1, keys(rng)});
+  return true;
+}
+
+/// One spec against the fp64 reference on the ragged test batch, or with
+/// `fourPaired` (a decode spec of split_kv=4) on fourPairedBatch's batch,
+/// checking that its four splits did run as pair blocks in clusters.
+Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick, bool fourPaired = false) {
   Outcome res;
   SpecResult parsed = parseSpec(text + ",target=" + name(g.rt->target()));
   if (!parsed) {
@@ -92,8 +119,11 @@ Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick)
   res.compileSeconds = k.binary->seconds;
   res.registers = k.binary->registers;
   res.spills = k.binary->spillStoreBytes;
-  const int64_t hkv = spec.mode == Mode::Decode ? 2 : 1;
-  harness::Batch<float> batch = harness::randomBatch<float>(spec, testLengths(spec, quick), hkv, rng);
+  int64_t hkv = spec.mode == Mode::Decode ? 2 : 1;
+  std::vector<std::pair<int64_t, int64_t>> lengths = testLengths(spec, quick);
+  if (fourPaired && !fourPairedBatch(*k.kernel, rng, quick, hkv, lengths, res.error))
+    return res;
+  harness::Batch<float> batch = harness::randomBatch<float>(spec, lengths, hkv, rng);
   harness::roundInputs(batch);
   const double scale = 1.0 / std::sqrt(double(spec.head_dim));
   auto dev = harness::uploadBatch(g.cu, *k.kernel, batch, scale, 0);
@@ -102,6 +132,11 @@ Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick)
     return res;
   }
   res.splits = k.kernel->splits(dev->args);
+  if (fourPaired && !(res.splits == 4 && k.kernel->pairsSplits(dev->args))) {
+    res.error = std::to_string(res.splits) + " splits, " +
+                (k.kernel->pairsSplits(dev->args) ? "" : "not ") + "as pair blocks: the launch checked is not the one meant";
+    return res;
+  }
   if (std::string bad = k.kernel->checkDeviceArguments(dev->args, g.stream); !bad.empty()) {
     res.error = "the checking mode refused good arguments: " + bad;
     return res;
@@ -140,9 +175,11 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     failures += !ok;
   };
   // The first decode spec's splits merge in clusters on sm_90a, the second's
-  // (more than a cluster holds) always through the merge kernel and its workspace.
+  // (more than a cluster holds) always through the merge kernel and its
+  // workspace; the third's two splits run in one block on sm_90a.
   for (const char *text : {"mode=decode,page_size=16,gqa=4,split_kv=3,mask=causal,return_lse=true",
                            "mode=decode,page_size=16,gqa=2,split_kv=20,dtype=f16",
+                           "mode=decode,page_size=16,gqa=8,split_kv=2,return_lse=true",
                            "mask=causal,head_dim=64,page_size=16,gqa=2"}) {
     SpecResult parsed = parseSpec(std::string(text) + ",target=" + name(g.rt->target()));
     KernelLookup k = g.rt->kernel(*parsed.spec);
@@ -200,10 +237,13 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
       a.block_table_stride = 1;
       bad.push_back({"pages of 16 tokens, but block_table_stride", a});
     }
-    if (spec.mode == Mode::Decode && k.kernel->mergesInCluster(dev->args)) {
-      // The splits merge in a thread-block cluster: the launches above ran
-      // with no workspace at all.
-      report(std::string(text) + ": splits merged in a cluster, no workspace",
+    if (spec.mode == Mode::Decode &&
+        (k.kernel->mergesInCluster(dev->args) || k.kernel->pairsSplits(dev->args))) {
+      // The splits merge in a block or a thread-block cluster: the launches
+      // above ran with no workspace at all.
+      report(std::string(text) + (k.kernel->pairsSplits(dev->args)
+                                      ? ": splits as a block's two pipelines, no workspace"
+                                      : ": splits merged in a cluster, no workspace"),
              dev->args.workspace == 0 && ok, error);
     } else if (spec.mode == Mode::Decode && k.kernel->workspaceBytes(dev->args) > 0) {
       a = dev->args;
@@ -335,10 +375,12 @@ double relativeDifference(Gpu &g, CUdeviceptr a, CUdeviceptr b, size_t elems) {
 /// table with shuffled pages; GB/s of K + V bytes read).
 /// Each variant (extra spec fields, e.g. "tile_q=64,tile_kv=64"; "" for the
 /// defaults) is timed on every row, marked [variant] in the output.
-/// A decode launch's split count for the bench table, "c" added where the
-/// splits merge in a thread-block cluster rather than through the merge kernel.
+/// A decode launch's split count for the bench table, "p" added where its
+/// splits run as the two pipelines of a block (Kernel::pairsSplits; four of
+/// them as clusters of two such blocks), "c" where the splits merge in a
+/// thread-block cluster rather than through the merge kernel.
 std::string splitsText(const Kernel &k, const AttentionArgs &a) {
-  return std::to_string(k.splits(a)) + (k.mergesInCluster(a) ? "c" : "");
+  return std::to_string(k.splits(a)) + (k.pairsSplits(a) ? "p" : k.mergesInCluster(a) ? "c" : "");
 }
 
 /// A decode shape of --bench: batch, query heads, KV heads, KV length.
@@ -632,6 +674,11 @@ int main(int argc, char **argv) {
                           ",gqa=" + std::to_string(gqa) + ",page_size=" + std::to_string(page) +
                           ",mask=" + mask + ",split_kv=" + split + ",return_lse=true");
         }
+    // Two splits as the two pipelines of one block (sm_90a, pages of 16: "<name>_pair").
+    specs.push_back("mode=decode,dtype=bf16,head_dim=128,gqa=4,page_size=16,mask=causal,split_kv=2,"
+                    "return_lse=true");
+    specs.push_back("mode=decode,dtype=f16,head_dim=64,gqa=8,page_size=16,mask=sliding_window(100),"
+                    "split_kv=2,return_lse=true");
   }
   if (benchOnly) {
     std::vector<SourceKernel> sources(sourcePaths.size());
@@ -658,25 +705,35 @@ int main(int argc, char **argv) {
   std::printf("%-92s %9s %9s %4s %7s %3s %5s %6s %7s %s\n", "spec", "rel err", "max abs", "NaN",
               "masked", "spl", "regs", "spill", "nvrtc s", "verdict");
   int failures = 0;
-  for (const std::string &text : specs) {
-    Outcome r = check(g, text, rng, quick);
+  auto numerics = [&](const std::string &text, const std::string &label, bool fourPaired) {
+    Outcome r = check(g, text, rng, quick, fourPaired);
     const harness::Errors &e = r.errors;
     // Spills count when ptxas reported them (-1: no report, e.g. under a sanitizer).
     bool ok = r.error.empty() && e.nan == 0 && e.fullyMaskedWrong == 0 && e.relative() < 1e-2 &&
               e.checked > 0 && r.spills <= 0;
     failures += !ok;
     if (!r.error.empty()) {
-      std::printf("%-92s ERROR %s\n", text.c_str(), r.error.c_str());
-      continue;
+      std::printf("%-92s ERROR %s\n", label.c_str(), r.error.c_str());
+      return;
     }
-    std::printf("%-92s %9.2e %9.2e %4lld %3lld/%-3lld %3d %5d %6d %7.3f %s\n", text.c_str(),
+    std::printf("%-92s %9.2e %9.2e %4lld %3lld/%-3lld %3d %5d %6d %7.3f %s\n", label.c_str(),
                 e.relative(), e.maxAbs, (long long)e.nan,
                 (long long)(e.fullyMaskedRows - e.fullyMaskedWrong), (long long)e.fullyMaskedRows,
                 r.splits, r.registers, r.spills, r.compileSeconds, ok ? "ok" : "FAILED");
+  };
+  for (const std::string &text : specs)
+    numerics(text, text, false);
+  size_t checked = specs.size();
+  if (g.rt->target() == Target::SM90a) {
+    // Four splits as two blocks of two pipelines in clusters of two: a batch
+    // of more (sequence, KV head) pairs than clusters of four fit (fourPairedBatch).
+    const std::string text = "mode=decode,dtype=bf16,head_dim=128,gqa=8,page_size=16,split_kv=4,return_lse=true";
+    numerics(text, text + " (pairs)", true);
+    ++checked;
   }
   std::printf("%zu specs, %d failed (bounds: relative error < 1e-2 vs fp64, no NaN, fully masked rows 0 "
               "with lse -inf, 0 spill bytes)\n",
-              specs.size(), failures);
+              checked, failures);
   std::printf("\nThe launch contract:\n");
   failures += launchContract(g, rng);
   return failures ? 1 : 0;

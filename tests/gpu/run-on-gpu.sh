@@ -65,7 +65,8 @@ if [ $checks = 1 ]; then
   small=(--quick --spec "dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true"
          --spec "dtype=f16,mask=sliding_window(100),head_dim=64"
          --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16"
-         --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true")
+         --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true"
+         --spec "mode=decode,page_size=16,gqa=4,split_kv=2,mask=causal")
   step "sanitizers"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1

@@ -147,7 +147,7 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   for (const char *step : {"attn-share-kv-heads: one block per KV head",
                            "kGroup = 8", "attn-split-kv: this block's share of them",
                            "split_range(tiles.lo, tiles.hi, split, p.num_splits)",
-                           "decode_mask<Cfg>", "decode_store<Cfg>", "_merge(const Params p)",
+                           "decode_mask<Block>", "decode_store<Block>", "_merge(const Params p)",
                            "merge_splits<Cfg>", "attn-page-kv: the K and V rows of tile j, found through the block table"})
     CHECK(src.find(step) != std::string::npos);
   CHECK(shape.decode);
@@ -167,14 +167,20 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   // A cluster of the splits (sm_90a, the runtime's choice) merges them in
   // shared memory and writes no partial result; otherwise the workspace and
   // the merge kernel.
-  CHECK(src.find("const bool clustered = cluster_place().blocks > 1;") != std::string::npos);
-  CHECK(src.find("const bool partial = p.num_splits > 1 && !clustered;") != std::string::npos);
-  CHECK(src.find("if (clustered)\n      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);\n"
-                 "    else\n      decode_store<Cfg>(state, scratch, row0, rows, sink);") !=
+  // Two splits may also run as the two pipelines of one block (decode_block<2>,
+  // "<name>_pair"), which holds both and writes the output itself.
+  CHECK(src.find("const bool clustered = kPipes == 1 && cluster_place().blocks > 1;") !=
         std::string::npos);
+  CHECK(src.find("const bool partial = kPipes == 1 && p.num_splits > 1 && !clustered;") !=
+        std::string::npos);
+  CHECK(src.find("if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
+                 "    else\n      decode_store<Block>(state, scratch, row0, rows, sink);") !=
+        std::string::npos);
+  CHECK(src.find("_pair(const Params p) {\n  decode_block<2>(p);\n}") != std::string::npos);
+  CHECK(src.find("const int split = blockIdx.x * kPipes + pipe,") != std::string::npos);
   // Mask arithmetic only on partial tiles (without a mask: the tail past kv_len).
   src = emit("mode=decode,page_size=16,gqa=4", shape);
-  CHECK(src.find("if (j < tiles.full_lo || j >= tiles.full_hi)\n        decode_mask<Cfg>") !=
+  CHECK(src.find("if (j < tiles.full_lo || j >= tiles.full_hi)\n        decode_mask<Block>") !=
         std::string::npos);
 }
 
@@ -187,19 +193,21 @@ TEST_CASE("a decode kernel's KV loop: one barrier per tile, Q in registers, page
   REQUIRE(loop != std::string::npos);
   REQUIRE(end != std::string::npos);
   const std::string body = src.substr(loop, end - loop);
+  // (Per pipeline: with one pipeline pipe_sync is the block barrier.)
   size_t barriers = 0;
-  for (size_t at = body.find("__syncthreads()"); at != std::string::npos;
-       at = body.find("__syncthreads()", at + 1))
+  for (size_t at = body.find("pipe_sync<kPipes, Cfg::kThreads>(pipe);"); at != std::string::npos;
+       at = body.find("pipe_sync<kPipes, Cfg::kThreads>(pipe);", at + 1))
     ++barriers;
   CHECK(barriers == 1);
+  CHECK(body.find("__syncthreads()") == std::string::npos);
   // The wait before it leaves the tiles after j in flight; the load after it
   // reuses tile j - 1's stage, which every warp has left.
   CHECK(body.find("cp_async_wait<Cfg::kStages - 2>(); // tile j has arrived\n      // One barrier") !=
         std::string::npos);
-  CHECK(body.find("__syncthreads();\n      if (ahead < mine.hi)\n        load_kv(ahead") !=
-        std::string::npos);
+  CHECK(body.find("pipe_sync<kPipes, Cfg::kThreads>(pipe);\n      if (ahead < mine.hi)\n"
+                  "        load_kv(ahead") != std::string::npos);
   CHECK(body.find("query.qk(s, smem_k(stage), warp)") != std::string::npos);
-  CHECK(src.find("DecodeQuery<Cfg> query;") < loop);
+  CHECK(src.find("DecodeQuery<Block> query;") < loop);
   // The stages rotate without a division, and the table entries of a tile
   // are read kTableAhead (> 1) tiles before its copy, through a ring.
   CHECK(body.find("%") == std::string::npos);
@@ -391,7 +399,27 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
     // Only sm_90a decode kernels can merge their splits as a cluster.
     CHECK(read.cluster_merge == shape.cluster_merge);
     CHECK(shape.cluster_merge == (shape.decode && spec.target == Target::SM90a));
-    CHECK((source.find(" cluster_merge=1\n") != std::string::npos) == shape.cluster_merge);
+    CHECK((source.find(" cluster_merge=1") != std::string::npos) == shape.cluster_merge);
+    // The kernel of two splits in one block: sm_90a decode with pages whose
+    // runs PageRuns copies, and the two pipelines' stages in one block.
+    CHECK(read.pair_shared_bytes == shape.pair_shared_bytes);
+    CHECK((source.find("_pair(const Params p)") != std::string::npos) ==
+          (shape.pair_shared_bytes > 0));
+  }
+  {
+    CudaLaunchShape shape;
+    // 16 query rows and 2 x 3 stages of 64 keys, K and V, head_dim 128, bf16.
+    const std::string source = emit("mode=decode,page_size=16,gqa=4", shape);
+    CHECK(source.find(" pair_shared_bytes=200704\n") != std::string::npos);
+    CHECK(shape.pair_shared_bytes == 16 * 128 * 2 + 2 * 3 * 2 * 64 * 128 * 2);
+    emit("mode=decode,page_size=16,gqa=4,target=sm_80", shape);
+    CHECK(shape.pair_shared_bytes == 0); // no clusters to replace
+    emit("mode=decode,page_size=19,gqa=4", shape);
+    CHECK(shape.pair_shared_bytes == 0); // rows copied one by one (KVTile)
+    emit("mode=decode,page_size=16,gqa=4,head_dim=256", shape);
+    CHECK(shape.pair_shared_bytes == 0); // 2 x 192 KiB of stages
+    emit("mode=decode,page_size=16,gqa=4,stages=4", shape);
+    CHECK(shape.pair_shared_bytes == 0);
   }
   // Edited or foreign sources are refused with the reason.
   const std::string body = "\n#include \"attn/block.cuh\"\n";
@@ -417,7 +445,10 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
             "shared_bytes=0 merge_threads=128 cluster_merge=1" + body,
             "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"},
            {"// attnc 0.1.0: head_dim=64\n// launch: threads=128 shared_bytes=0 cluster_merge=1" + body,
-            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"}}) {
+            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"},
+           {"// attnc 0.1.0: mode=decode,page_size=16,target=sm_80\n// launch: threads=128 "
+            "shared_bytes=0 merge_threads=128 pair_shared_bytes=4096" + body,
+            "the kernel's launch line: pair_shared_bytes is for decode kernels of target sm_90a"}}) {
     Spec spec;
     CudaLaunchShape shape;
     std::string error;

@@ -191,6 +191,8 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     o << " merge_threads=" << shape.merge_threads;
   if (shape.cluster_merge)
     o << " cluster_merge=1";
+  if (shape.pair_shared_bytes > 0)
+    o << " pair_shared_bytes=" << shape.pair_shared_bytes;
   o << "\n"
     << "// Emitted from the tile-level IR of @" << plan.name
     << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
@@ -406,18 +408,50 @@ bool decodeCopiesPageRuns(const Spec &spec, int threads) {
          (rowStep % 8 == 0 || chunks % 8 != 0);
 }
 
-void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, int threads) {
+/// The shared memory of a decode block that runs two splits as two
+/// pipelines (decode_block<2>: the query rows and each pipeline's stages), or
+/// 0 where the emitter makes no such kernel: only on sm_90a, where two
+/// splits would otherwise merge in a cluster of two blocks (measured on the
+/// H200: 0.9-1.1 % faster than the cluster, tests/gpu/RESULTS.md), with the
+/// PageRuns copy, while both pipelines' stages fit in one block and the
+/// merge of all its warps fits in one pipeline's stages (DecodeScratch).
+int64_t decodePairSharedBytes(const Spec &spec, int threads) {
+  if (spec.mode != Mode::Decode || spec.target != Target::SM90a || !decodeCopiesPageRuns(spec, threads))
+    return 0;
+  const int64_t elem = bytesPerElement(spec.dtype);
+  const int64_t d = spec.head_dim, stageBytes = kvStages(spec) * 2 * spec.tile_kv * d * elem;
+  const int64_t bytes = 16 * d * elem + 2 * stageBytes;
+  const int64_t warps = 2 * threads / 32, stride = d + (40 - d % 32) % 32;
+  const int64_t scratchFloats = warps * 16 * (stride + 2) + 16 * 2 + 16 * 16 + 16 * 2;
+  if (bytes > sharedMemoryLimit(spec.target) || scratchFloats * 4 > stageBytes)
+    return 0;
+  return bytes;
+}
+
+void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, int threads,
+                 bool pairs) {
   bool masked = false;
   for (const auto &kv : plan.loops)
     masked |= kv.masked;
-  o << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
-    << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
-    << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
-    << "(const Params p) {\n"
-    << "  // attn-share-kv-heads: one block per KV head; its rows are the group's query heads.\n"
-    << "  // attn-split-kv: the kv_splits loop is the grid's x. Grid: x = split, y = KV head,\n"
-    << "  // z = sequence.\n"
-    << "  const int split = blockIdx.x, kv_head = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x / 32;\n"
+  o << "namespace {\n"
+    << "/// The whole block when it runs kPipes K/V pipelines of Cfg::kThreads threads.\n"
+    << "template <int kPipes>\n"
+    << "struct BlockCfg : Cfg {\n"
+    << "  static constexpr int kThreads = kPipes * Cfg::kThreads;\n"
+    << "  static constexpr int kStages = kPipes * Cfg::kStages; // the merge's scratch: every pipeline's stages\n"
+    << "};\n} // namespace\n\n"
+    << "// attn-share-kv-heads: one block per KV head; its rows are the group's query heads.\n"
+    << "// attn-split-kv: the kv_splits loop is the grid's x and the block's kPipes pipelines\n"
+    << "// (pipe_sync). Grid: x = split / kPipes, y = KV head, z = sequence. The runtime\n"
+    << "// launches blocks of two pipelines for two splits, where they would otherwise merge\n"
+    << "// in a cluster of two blocks, and for four as clusters of two such blocks, where\n"
+    << "// clusters of four would not all fit on the device at once.\n"
+    << "template <int kPipes>\n"
+    << "__device__ __forceinline__ void decode_block(const Params &p) {\n"
+    << "  using Block = BlockCfg<kPipes>;\n"
+    << "  const int pipe = kPipes == 1 ? 0 : threadIdx.x / Cfg::kThreads;\n"
+    << "  const unsigned tid = kPipes == 1 ? threadIdx.x : threadIdx.x % Cfg::kThreads; // in the pipeline\n"
+    << "  const int split = blockIdx.x * kPipes + pipe, kv_head = blockIdx.y, seq = blockIdx.z, warp = tid / 32;\n"
     << "  const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);\n"
     << "  const i64 q_begin = cu_q[seq], q_len = cu_q[seq + 1] - q_begin, total_q = cu_q[p.batch];\n"
     << "  const int rows = static_cast<int>(q_len) * Cfg::kGroup; // row r: token r / kGroup, head r % kGroup\n";
@@ -433,8 +467,9 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "  const Elem *q = reinterpret_cast<const Elem *>(p.q) + q_begin * q_row + first_head * Cfg::kHeadDim;\n"
     << "  extern __shared__ __align__(128) unsigned char smem[];\n"
     << "  Elem *smem_q = reinterpret_cast<Elem *>(smem);\n"
-    << "  Elem *smem_kv = smem_q + Cfg::kTileQ * Cfg::kHeadDim; // [kStages][K, V][kTileKV][kHeadDim]\n"
-    << "  float *scratch = reinterpret_cast<float *>(smem_kv);   // the warps' states, after the loop\n"
+    << "  // This pipeline's stages: [kStages][K, V][kTileKV][kHeadDim].\n"
+    << "  Elem *smem_kv = smem_q + Cfg::kTileQ * Cfg::kHeadDim + pipe * (Cfg::kStages * 2 * Cfg::kTileKV * Cfg::kHeadDim);\n"
+    << "  float *scratch = reinterpret_cast<float *>(smem_q + Cfg::kTileQ * Cfg::kHeadDim); // the warps' states, after the loop\n"
     << "  auto smem_k = [&](int stage) { return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     << "  auto smem_v = [&](int stage) { return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };\n"
     ;
@@ -443,7 +478,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  // the entries `read` holds: one entry and one address per run of a page's\n"
       << "  // tokens in the tile (PageRuns), for K and V alike.\n"
       << "  using Copy = PageRuns<Cfg>;\n"
-      << "  const Copy copy(kv.token_stride, kv_head);\n"
+      << "  const Copy copy(kv.token_stride, kv_head, tid);\n"
       << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
       << "    copy.copy_kv(smem_k(stage), smem_v(stage), kv, j * Cfg::kTileKV, read);\n"
       << "  };\n";
@@ -458,12 +493,13 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
   o
     << "  // attn-split-kv: one split writes the output; several write partial results\n"
     << "  // (normalised output and lse) to the workspace for the merge kernel, unless\n"
-    << "  // they run as one cluster (sm_90a): then they merge in shared memory.\n"
+    << "  // they run as one cluster (sm_90a): then they merge in shared memory. A block's\n"
+    << "  // pipelines always do (its blocks, if more than one, as a cluster).\n"
     << "  float *part = reinterpret_cast<float *>(p.workspace);\n"
     << "  const i64 part_rows = total_q * p.num_q_heads;\n"
     << "  const bool clustered = cluster_place().blocks > 1;\n"
-    << "  const bool partial = p.num_splits > 1 && !clustered;\n"
-    << "  const DecodeSink<Cfg> sink = {\n"
+    << "  const bool partial = kPipes == 1 && p.num_splits > 1 && !clustered;\n"
+    << "  const DecodeSink<Block> sink = {\n"
     << "      reinterpret_cast<Elem *>(p.o) + q_begin * q_row + first_head * Cfg::kHeadDim,\n"
     << "      " << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + first_head"
                            : "nullptr")
@@ -480,7 +516,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "                                           Cfg::kTileKV, q_len, kv_len);\n"
     << "    // attn-split-kv: this block's share of them.\n"
     << "    const SplitTiles mine = split_range(tiles.lo, tiles.hi, split, p.num_splits);\n"
-    << "    load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
+    << "    load_tile<Block, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
     << "      const int row = row0 + r;\n"
     << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
     << "    cp_async_commit(); // the query rows: a cp.async group of their own\n"
@@ -511,19 +547,19 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "        load_kv(mine.lo + i, i, first[i]);\n"
     << "      cp_async_commit();\n    }\n"
     << "    // attn-online-softmax: m = -inf, l = 0, acc = 0; each warp takes 16 keys of every tile.\n"
-    << "    DecodeState<Cfg> state;\n    state.init();\n"
+    << "    DecodeState<Block> state;\n    state.init();\n"
     << "    cp_async_wait<Cfg::kStages - 1>(); // the query rows have arrived\n"
     << "    __syncthreads();\n"
-    << "    DecodeQuery<Cfg> query; // every warp's A operand, in registers up to head_dim 128\n"
+    << "    DecodeQuery<Block> query; // every warp's A operand, in registers up to head_dim 128\n"
     << "    query.load(smem_q);\n"
     << "    // Tile j's stage, and the stage tile j + kStages - 1 loads into (tile j - 1's).\n"
     << "    int stage = 0, free_stage = Cfg::kStages - 1;\n"
     << "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
     << "      const int ahead = j + Cfg::kStages - 1;\n"
     << "      cp_async_wait<Cfg::kStages - 2>(); // tile j has arrived\n"
-    << "      // One barrier per tile: tile j is visible to every warp, and every warp is\n"
-    << "      // done with tile j - 1, whose stage the next load takes.\n"
-    << "      __syncthreads();\n"
+    << "      // One barrier per tile: tile j is visible to every warp of the pipeline, and\n"
+    << "      // each is done with tile j - 1, whose stage the next load takes.\n"
+    << "      pipe_sync<kPipes, Cfg::kThreads>(pipe);\n"
     << "      if (ahead < mine.hi)\n"
     << "        load_kv(ahead, free_stage, next[0]);\n"
     << "      cp_async_commit();\n"
@@ -531,33 +567,45 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "      for (int i = 0; i + 1 < Cfg::kTableAhead; ++i)\n"
     << "        next[i] = next[i + 1];\n"
     << "      next[Cfg::kTableAhead - 1] = Copy::Lookups(kv, (ahead + Cfg::kTableAhead) * Cfg::kTileKV);\n"
-    << "      DecodeScores<Cfg> s;\n"
+    << "      DecodeScores<Block> s;\n"
     << "      query.qk(s, smem_k(stage), warp); // S = Q K^T\n";
   if (masked)
     o << "      // attn-mask-tiles: a partial tile: hide the keys a row's token may not see.\n"
       << "      if (j < tiles.full_lo || j >= tiles.full_hi)\n"
-      << "        decode_mask<Cfg>(s, row0, j * Cfg::kTileKV + warp * 16, q_len, kv_len);\n";
+      << "        decode_mask<Block>(s, row0, j * Cfg::kTileKV + warp * 16, q_len, kv_len);\n";
   o << "      // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
     << "      // l = alpha l + rowsum P; acc = alpha acc, skipped while no row's max grew by more than\n"
     << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      state.update(s, p.scale_log2); // the scale rides in the exponent, base 2\n"
-    << "      decode_pv<Cfg>(state, s, smem_v(stage), warp); // acc += P V\n"
+    << "      decode_pv<Block>(state, s, smem_v(stage), warp); // acc += P V\n"
     << "      free_stage = stage;\n"
     << "      stage = stage + 1 == Cfg::kStages ? 0 : stage + 1;\n"
     << "    }\n"
+    << "    // Two pipelines: each passes its barrier as often (compute-sanitizer's racecheck\n"
+    << "    // relates the accesses across the block barrier only then).\n"
+    << "    pipe_sync_evenly<kPipes, Cfg::kThreads>(pipe, mine.hi - mine.lo, tiles.lo, tiles.hi,\n"
+    << "                                            blockIdx.x * kPipes, p.num_splits);\n"
     << "    cp_async_wait<0>();\n"
     << "    __syncthreads();\n"
     << "    allow_merge_launch(); // sm_90a: the merge kernel may be scheduled (it waits for this one)\n"
-    << "    // attn-split-kv: merge the warps' states (and a cluster's splits); attn-online-softmax:\n"
-    << "    // out = acc / l" << (plan.lse ? ", lse = m + log l" : "") << ".\n"
+    << "    // attn-split-kv: merge the warps' states (the block's pipelines', and a cluster's\n"
+    << "    // splits); attn-online-softmax: out = acc / l" << (plan.lse ? ", lse = m + log l" : "") << ".\n"
     << "    if (clustered)\n"
-    << "      decode_store_cluster<Cfg>(state, scratch, row0, rows, sink);\n"
+    << "      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
     << "    else\n"
-    << "      decode_store<Cfg>(state, scratch, row0, rows, sink);\n"
-    << "  }\n}\n\n";
+    << "      decode_store<Block>(state, scratch, row0, rows, sink);\n"
+    << "  }\n}\n\n"
+    << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
+    << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
+    << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
+    << "(const Params p) {\n  decode_block<1>(p);\n}\n\n";
+  if (pairs)
+    o << "// attn-split-kv: splits as the two pipelines of a block (launch: pair_shared_bytes).\n"
+      << "extern \"C\" __global__ void __launch_bounds__(2 * Cfg::kThreads, 1) " << plan.name
+      << "_pair(const Params p) {\n  decode_block<2>(p);\n}\n\n";
 
-  o << "// attn-split-kv: the merge of the splits' partial results, launched after the kernel\n"
-    << "// above when num_splits > 1. Grid: x = query token, y = query head, z = sequence.\n"
+  o << "// attn-split-kv: the merge of the splits' partial results, launched after the main\n"
+    << "// kernel when num_splits > 1. Grid: x = query token, y = query head, z = sequence.\n"
     << "extern \"C\" __global__ void __launch_bounds__(128) " << plan.name << "_merge(const Params p) {\n"
     << "  const int token = blockIdx.x, head = blockIdx.y, seq = blockIdx.z;\n"
     << "  const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);\n"
@@ -605,11 +653,12 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   shape.shared_bytes = static_cast<int>(sharedMemoryBytes(spec));
   shape.merge_threads = decode ? 128 : 0;
   shape.cluster_merge = decode && spec.target == Target::SM90a;
+  shape.pair_shared_bytes = decode ? static_cast<int>(decodePairSharedBytes(spec, shape.threads)) : 0;
 
   std::ostringstream o;
   printConfig(o, spec, plan, tileQ, layout, shape);
   if (decode)
-    printDecode(o, spec, plan, shape.threads);
+    printDecode(o, spec, plan, shape.threads, shape.pair_shared_bytes > 0);
   else
     printPrefill(o, spec, plan, layout);
   source = o.str();
@@ -648,17 +697,18 @@ bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shap
   for (std::string field; fields >> field;) {
     const size_t eq = field.find('=');
     const std::string key = field.substr(0, eq);
-    int *slot = key == "threads"         ? &shape.threads
-                : key == "shared_bytes"  ? &shape.shared_bytes
-                : key == "merge_threads" ? &shape.merge_threads
-                : key == "cluster_merge" ? &clusterMerge
-                                         : nullptr;
+    int *slot = key == "threads"             ? &shape.threads
+                : key == "shared_bytes"      ? &shape.shared_bytes
+                : key == "merge_threads"     ? &shape.merge_threads
+                : key == "cluster_merge"     ? &clusterMerge
+                : key == "pair_shared_bytes" ? &shape.pair_shared_bytes
+                                             : nullptr;
     char *end = nullptr;
     const long value = eq == std::string::npos ? -1 : std::strtol(field.c_str() + eq + 1, &end, 10);
     if (!slot || value < 0 || value > (1 << 20) || *end != '\0' ||
         (slot == &clusterMerge && value > 1)) {
       error = "the kernel's launch line: '" + field + "' is not threads=N, shared_bytes=N, "
-              "merge_threads=N or cluster_merge=0|1";
+              "merge_threads=N, cluster_merge=0|1 or pair_shared_bytes=N";
       return false;
     }
     *slot = static_cast<int>(value);
@@ -666,6 +716,10 @@ bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shap
   shape.cluster_merge = clusterMerge == 1;
   if (shape.cluster_merge && (!shape.decode || spec.target != Target::SM90a)) {
     error = "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a";
+    return false;
+  }
+  if (shape.pair_shared_bytes > 0 && (!shape.decode || spec.target != Target::SM90a)) {
+    error = "the kernel's launch line: pair_shared_bytes is for decode kernels of target sm_90a";
     return false;
   }
   if (shape.threads <= 0 || shape.threads > 1024 || shape.threads % 32 != 0 ||

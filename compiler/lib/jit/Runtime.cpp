@@ -110,6 +110,7 @@ KernelLookup Runtime::build(const Spec &spec) {
     shape.shared_bytes = aot->shared_bytes;
     shape.merge_threads = aot->merge_threads;
     shape.cluster_merge = aot->cluster_merge != 0;
+    shape.pair_shared_bytes = aot->pair_shared_bytes;
     shape.decode = spec.mode == Mode::Decode;
     shape.tile_q = shape.decode ? 16 : static_cast<int>(spec.tile_q);
     cubin.binary = binary;

@@ -27,6 +27,7 @@ struct BundleEntry {
   size_t cubin_size;
   int threads, shared_bytes, merge_threads; ///< the launch shape (templates/attn/params.cuh)
   int cluster_merge;                        ///< LaunchShape::cluster_merge (0 in older bundles)
+  int pair_shared_bytes;                    ///< LaunchShape::pair_shared_bytes (0: no pair kernel)
 };
 
 /// Registers a bundle's entries (called by the generated source's static

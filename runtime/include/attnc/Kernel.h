@@ -119,10 +119,10 @@ public:
                         [&](int n) { return mergesInCluster(args, n); });
   }
   /// The workspace a launch with these arguments needs: none when its
-  /// splits merge in clusters (mergesInCluster).
+  /// splits merge in clusters or in a block (mergesInCluster, pairsSplits).
   size_t workspaceBytes(const AttentionArgs &args) const {
     const int n = splits(args);
-    return mergesInCluster(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
+    return mergesInCluster(args, n) || pairsSplits(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
   }
 
   /// Whether a decode launch with these arguments merges its splits inside
@@ -134,6 +134,14 @@ public:
   /// How many clusters of `splits` blocks the device holds at once; 0 where
   /// the kernel does not merge in clusters or none fit.
   int maxActiveClusters(int splits) const;
+  /// Whether a decode launch with these arguments runs its splits as the two
+  /// pipelines of a block ("<name>_pair", LaunchShape::pair_shared_bytes): two
+  /// splits in one block where they would otherwise merge in clusters of two;
+  /// four as two such blocks in clusters of two, where clusters of four would
+  /// not all be resident (they would go through the merge kernel) and these are.
+  bool pairsSplits(const AttentionArgs &args) const;
+  /// How many clusters of two pair blocks the device holds at once.
+  int maxActivePairClusters() const;
 
   /// Checks the arguments, then enqueues the kernel(s) on `stream`. No
   /// allocation, no synchronisation. False with `error` set on bad
@@ -146,8 +154,10 @@ public:
 
 private:
   Kernel() = default;
-  /// mergesInCluster for the split count the launch has already chosen.
+  /// mergesInCluster and pairsSplits for the split count the launch has
+  /// already chosen.
   bool mergesInCluster(const AttentionArgs &args, int splits) const;
+  bool pairsSplits(const AttentionArgs &args, int splits) const;
   /// The largest cluster of splits: 8 is the portable cluster size; up to 16
   /// where the device allows non-portable sizes (sm_90a: the H100 and H200).
   static constexpr int kMaxPortableClusterSplits = 8, kMaxClusterSplits = 16;
@@ -155,11 +165,13 @@ private:
   Spec spec_;
   kernel::LaunchShape shape_;
   CUmodule module_ = nullptr;
-  CUfunction main_ = nullptr, merge_ = nullptr;
+  CUfunction main_ = nullptr, merge_ = nullptr, pair_ = nullptr;
   int smCount_ = 1, blocksPerSm_ = 1;
   bool nonPortableClusters_ = false; ///< clusters of 9..kMaxClusterSplits splits allowed
   /// maxActiveClusters' answer per split count plus one; 0: not asked yet.
   mutable std::atomic<int> maxClusters_[kMaxClusterSplits + 1] = {};
+  /// maxActivePairClusters' answer plus one; 0: not asked yet.
+  mutable std::atomic<int> maxPairClusters_{0};
 };
 
 } // namespace attn
