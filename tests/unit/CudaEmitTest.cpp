@@ -167,10 +167,17 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   // A cluster of the splits (sm_90a, the runtime's choice) merges them in
   // shared memory and writes no partial result; otherwise the workspace and
   // the merge kernel.
-  // Two splits may also run as the two pipelines of one block (decode_block<2>,
-  // "<name>_pair"), which holds both and writes the output itself.
-  CHECK(src.find("const bool clustered = kPipes == 1 && cluster_place().blocks > 1;") !=
-        std::string::npos);
+  // Splits may also run as the two pipelines of a block (decode_block<2>,
+  // "<name>_pair"), which merges them itself, and whose blocks, where more than
+  // one, merge as a cluster: the scratch then spans both pipelines' stages.
+  CHECK(src.find("const bool clustered = cluster_place().blocks > 1;") != std::string::npos);
+  CHECK(src.find("static constexpr int kStages = kPipes * Cfg::kStages;") != std::string::npos);
+  // Both pipelines pass their barrier as often before the block barrier.
+  const size_t evenly = src.find("pipe_sync_evenly<kPipes, Cfg::kThreads>(pipe, mine.hi - mine.lo,");
+  const size_t blockBarrier = src.find("cp_async_wait<0>();\n    __syncthreads();\n    allow_merge_launch();");
+  REQUIRE(evenly != std::string::npos);
+  REQUIRE(blockBarrier != std::string::npos);
+  CHECK(evenly < blockBarrier);
   CHECK(src.find("const bool partial = kPipes == 1 && p.num_splits > 1 && !clustered;") !=
         std::string::npos);
   CHECK(src.find("if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
