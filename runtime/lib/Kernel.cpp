@@ -77,7 +77,7 @@ size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits) {
 }
 
 std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
-                         bool merge_in_cluster) {
+                         bool without_workspace) {
   if (!spec.isGPU())
     return "the spec's target is cpu: GPU launches need target = sm_80 or sm_90a";
   if (a.batch < 0)
@@ -148,7 +148,7 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
   if (spec.mode == Mode::Decode) {
     if (splits < 1 || splits > 1024)
       return "num_splits = " + str(splits) + " must be in 1..1024";
-    const size_t need = merge_in_cluster ? 0 : workspaceBytes(spec, a, splits);
+    const size_t need = without_workspace ? 0 : workspaceBytes(spec, a, splits);
     if (need && !a.workspace)
       return "workspace is a null pointer: " + str(splits) + " KV splits need " +
              str(int64_t(need)) + " bytes";
@@ -310,23 +310,26 @@ CUlaunchConfig splitClusters(int blocks, int threads, int shared_bytes, int64_t 
 }
 } // namespace
 
+int Kernel::activeClusters(std::atomic<int> &known, CUfunction fn, int blocks, int threads,
+                           int shared_bytes) const {
+  int answer = known.load(std::memory_order_relaxed);
+  if (answer == 0) {
+    CUlaunchAttribute cluster;
+    const CUlaunchConfig config = splitClusters(blocks, threads, shared_bytes, 1, 1, nullptr, cluster);
+    int clusters = 0;
+    if (cu_->cuOccupancyMaxActiveClusters(&clusters, fn, &config) != CUDA_SUCCESS)
+      return 0; // not cached: asked again at the next launch
+    answer = std::max(clusters, 0) + 1;
+    known.store(answer, std::memory_order_relaxed);
+  }
+  return answer - 1;
+}
+
 int Kernel::maxActiveClusters(int splits) const {
   if (!shape_.cluster_merge || spec_.target != Target::SM90a || splits < 2 ||
       splits > (nonPortableClusters_ ? kMaxClusterSplits : kMaxPortableClusterSplits))
     return 0;
-  int known = maxClusters_[splits].load(std::memory_order_relaxed);
-  if (known == 0) {
-    // How many clusters of `splits` blocks the device holds at once.
-    CUlaunchAttribute cluster;
-    const CUlaunchConfig config =
-        splitClusters(splits, shape_.threads, shape_.shared_bytes, 1, 1, nullptr, cluster);
-    int clusters = 0;
-    if (cu_->cuOccupancyMaxActiveClusters(&clusters, main_, &config) != CUDA_SUCCESS)
-      return 0; // not cached: asked again at the next launch
-    known = std::max(clusters, 0) + 1;
-    maxClusters_[splits].store(known, std::memory_order_relaxed);
-  }
-  return known - 1;
+  return activeClusters(maxClusters_[splits], main_, splits, shape_.threads, shape_.shared_bytes);
 }
 
 bool Kernel::mergesInCluster(const AttentionArgs &args) const {
@@ -356,19 +359,9 @@ bool Kernel::pairsSplits(const AttentionArgs &args) const {
 }
 
 int Kernel::maxActivePairClusters() const {
-  int known = maxPairClusters_.load(std::memory_order_relaxed);
-  if (known == 0) {
-    // How many clusters of two blocks of two pipelines the device holds at once.
-    CUlaunchAttribute cluster;
-    const CUlaunchConfig config =
-        splitClusters(2, 2 * shape_.threads, shape_.pair_shared_bytes, 1, 1, nullptr, cluster);
-    int clusters = 0;
-    if (cu_->cuOccupancyMaxActiveClusters(&clusters, pair_, &config) != CUDA_SUCCESS)
-      return 0; // not cached: asked again at the next launch
-    known = std::max(clusters, 0) + 1;
-    maxPairClusters_.store(known, std::memory_order_relaxed);
-  }
-  return known - 1;
+  if (!pair_)
+    return 0;
+  return activeClusters(maxPairClusters_, pair_, 2, 2 * shape_.threads, shape_.pair_shared_bytes);
 }
 
 bool Kernel::pairsSplits(const AttentionArgs &args, int splits) const {
@@ -461,8 +454,7 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
 
 std::string Kernel::checkDeviceArguments(const AttentionArgs &args, CUstream stream) const {
   const int splits = this->splits(args);
-  std::string error =
-      validateArgs(spec_, args, splits, mergesInCluster(args, splits) || pairsSplits(args, splits));
+  std::string error = validateArgs(spec_, args, splits, mergesWithoutWorkspace(args, splits));
   if (!error.empty())
     return error;
   CUresult rc = cu_->cuStreamSynchronize(stream);

@@ -107,7 +107,7 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
   // Splits that merge in a cluster write no partial results: no workspace.
   a.workspace = 0;
   a.workspace_bytes = 0;
-  CHECK(validateArgs(s, a, 3, /*merge_in_cluster=*/true) == "");
+  CHECK(validateArgs(s, a, 3, /*without_workspace=*/true) == "");
   CHECK(validateArgs(s, a, 3).rfind("workspace is a null pointer: 3 KV splits need", 0) == 0);
   // A contiguous cache needs its offsets; prefill never splits.
   AttentionArgs c = pagedDecode();

@@ -86,9 +86,9 @@ size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits);
 
 /// The host-side checks of a launch: "" when the arguments fit the spec,
 /// else one line naming the argument and the problem. Splits that merge in
-/// a thread-block cluster (`merge_in_cluster`) need no workspace.
+/// a thread-block cluster or a block (`without_workspace`) need no workspace.
 std::string validateArgs(const Spec &spec, const AttentionArgs &args, int splits,
-                         bool merge_in_cluster = false);
+                         bool without_workspace = false);
 
 /// The checks that need the contents of the index arrays (host copies):
 /// offsets ascending and within total_q / total_kv, lengths within the
@@ -122,7 +122,7 @@ public:
   /// splits merge in clusters or in a block (mergesInCluster, pairsSplits).
   size_t workspaceBytes(const AttentionArgs &args) const {
     const int n = splits(args);
-    return mergesInCluster(args, n) || pairsSplits(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
+    return mergesWithoutWorkspace(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
   }
 
   /// Whether a decode launch with these arguments merges its splits inside
@@ -158,6 +158,15 @@ private:
   /// already chosen.
   bool mergesInCluster(const AttentionArgs &args, int splits) const;
   bool pairsSplits(const AttentionArgs &args, int splits) const;
+  /// Either: the splits merge with no workspace and no merge kernel.
+  bool mergesWithoutWorkspace(const AttentionArgs &args, int splits) const {
+    return mergesInCluster(args, splits) || pairsSplits(args, splits);
+  }
+  /// How many clusters of `blocks` blocks of `fn` the device holds at once,
+  /// asked of the driver once and kept in `known` (the answer plus one; 0:
+  /// not asked yet, or the question failed and is asked again).
+  int activeClusters(std::atomic<int> &known, CUfunction fn, int blocks, int threads,
+                     int shared_bytes) const;
   /// The largest cluster of splits: 8 is the portable cluster size; up to 16
   /// where the device allows non-portable sizes (sm_90a: the H100 and H200).
   static constexpr int kMaxPortableClusterSplits = 8, kMaxClusterSplits = 16;
