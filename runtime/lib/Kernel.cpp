@@ -366,7 +366,7 @@ int Kernel::maxActivePairClusters() const {
 
 bool Kernel::pairsSplits(const AttentionArgs &args, int splits) const {
   if (!pair_)
-    return false;
+    return false; // (a module holds "<name>_pair" only for sm_90a: decodePairSharedBytes)
   // Two splits: one block instead of a cluster of two (measured on the H200:
   // 0.9-1.1 % faster, tests/gpu/RESULTS.md).
   if (splits == 2)
@@ -376,8 +376,8 @@ bool Kernel::pairsSplits(const AttentionArgs &args, int splits) const {
   // where those all fit (measured on the H200: 1.2 % faster on 8 sequences of
   // 32768 keys with 8 KV heads, tests/gpu/RESULTS.md).
   const int64_t clusters = int64_t(args.batch) * args.num_kv_heads;
-  return splits == 4 && spec_.target == Target::SM90a && !mergesInCluster(args, splits) &&
-         clusters >= 1 && clusters <= maxActivePairClusters();
+  return splits == 4 && !mergesInCluster(args, splits) && clusters >= 1 &&
+         clusters <= maxActivePairClusters();
 }
 
 bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &error) const {

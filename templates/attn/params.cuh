@@ -42,10 +42,12 @@ struct Params {
 /// with merge_threads threads, unless cluster_merge: then (sm_90a) the
 /// runtime may launch the splits of each (sequence, KV head) as one
 /// thread-block cluster that merges them itself (decode_store_cluster); with
-/// pair_shared_bytes > 0 the module also holds "<name>_pair", which the
-/// runtime launches instead of clusters of two splits: grid (1, num_kv_heads,
-/// batch), 2 * threads threads, pair_shared_bytes of shared memory, both
-/// splits as the two pipelines of one block. Dynamic shared memory: shared_bytes.
+/// pair_shared_bytes > 0 the module also holds "<name>_pair": 2 * threads
+/// threads and pair_shared_bytes of shared memory, two splits as the two
+/// pipelines of one block, grid (num_splits / 2, num_kv_heads, batch). The
+/// runtime launches it instead of clusters of two splits, and for four
+/// splits as clusters of its two blocks (Kernel::pairsSplits). Dynamic shared
+/// memory: shared_bytes.
 struct LaunchShape {
   int threads = 0;
   int shared_bytes = 0;
@@ -53,7 +55,7 @@ struct LaunchShape {
   bool decode = false;
   int merge_threads = 0;
   bool cluster_merge = false;
-  int pair_shared_bytes = 0; ///< decode, sm_90a: "<name>_pair" runs two splits in one block of 2 * threads
+  int pair_shared_bytes = 0; ///< decode, sm_90a: "<name>_pair" runs two splits per block of 2 * threads
 };
 
 } // namespace kernel

@@ -410,10 +410,10 @@ bool decodeCopiesPageRuns(const Spec &spec, int threads) {
 
 /// The shared memory of a decode block that runs two splits as two
 /// pipelines (decode_block<2>: the query rows and each pipeline's stages), or
-/// 0 where the emitter makes no such kernel: only on sm_90a, where two
-/// splits would otherwise merge in a cluster of two blocks (measured on the
-/// H200: 0.9-1.1 % faster than the cluster, tests/gpu/RESULTS.md), with the
-/// PageRuns copy, while both pipelines' stages fit in one block and the
+/// 0 where the emitter makes no such kernel: only on sm_90a (the runtime
+/// launches it for two splits that would otherwise merge in a cluster of two
+/// blocks, and for four as clusters of two such blocks: Kernel::pairsSplits,
+/// measured in tests/gpu/RESULTS.md), with the PageRuns copy, while both pipelines' stages fit in one block and the
 /// merge of all its warps fits in one pipeline's stages (DecodeScratch).
 int64_t decodePairSharedBytes(const Spec &spec, int threads) {
   if (spec.mode != Mode::Decode || spec.target != Target::SM90a || !decodeCopiesPageRuns(spec, threads))
