@@ -128,21 +128,28 @@ std::string bundleSource(const std::string &name, const std::vector<Job> &jobs) 
     << "// registration runs at start-up and nothing else refers to it) and link the attnc\n"
     << "// runtime; attn::Runtime then launches these kernels with no NVRTC compile.\n"
     << "#include \"attnc/Bundle.h\"\n\nnamespace {\n";
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const std::vector<char> &c = jobs[i].binary.cubin;
-    o << "// " << jobs[i].arch << " " << jobs[i].spec.str() << "\n"
-      << "alignas(16) const unsigned char cubin" << i << "[] = {";
+  auto array = [&](const std::string &name, const std::vector<char> &c) {
+    o << "alignas(16) const unsigned char " << name << "[] = {";
     for (size_t b = 0; b < c.size(); ++b)
       o << (b % 24 == 0 ? "\n  " : "") << static_cast<int>(static_cast<unsigned char>(c[b]))
         << ",";
     o << "\n};\n";
+  };
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    o << "// " << jobs[i].arch << " " << jobs[i].spec.str() << "\n";
+    array("cubin" + std::to_string(i), jobs[i].binary.cubin);
+    if (!jobs[i].binary.pairCubin.empty())
+      array("pair_cubin" + std::to_string(i), jobs[i].binary.pairCubin);
   }
   o << "\nconst attn::BundleEntry entries[] = {\n";
-  for (size_t i = 0; i < jobs.size(); ++i)
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const std::string pair = "pair_cubin" + std::to_string(i);
     o << "    {\"" << jobs[i].spec.str() << "\", \"" << jobs[i].arch << "\", cubin" << i
       << ", sizeof cubin" << i << ", " << jobs[i].shape.threads << ", "
       << jobs[i].shape.shared_bytes << ", " << jobs[i].shape.merge_threads << ", "
-      << (jobs[i].shape.cluster_merge ? 1 : 0) << ", " << jobs[i].shape.pair_shared_bytes << "},\n";
+      << (jobs[i].shape.cluster_merge ? 1 : 0) << ", " << jobs[i].shape.pair_shared_bytes << ", "
+      << (jobs[i].binary.pairCubin.empty() ? "nullptr, 0" : pair + ", sizeof " + pair) << "},\n";
+  }
   o << "};\n\nconst attn::BundleRegistration registration(\"" << name
     << "\", entries, sizeof entries / sizeof entries[0]);\n} // namespace\n";
   return o.str();
@@ -176,17 +183,30 @@ int verify(const std::string &dir) {
       continue;
     }
     ++kernels;
-    std::ifstream in(dir + "/" + file, std::ios::binary);
-    std::vector<char> cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::ostringstream sum;
-    sum << std::hex << fnv1a(cubin);
-    if (!in.good() && cubin.empty())
-      llvm::errs() << "attnc aot: " << where << file << " is missing\n", ++problems;
-    else if (static_cast<long long>(cubin.size()) != bytes || sum.str() != fnv)
-      llvm::errs() << "attnc aot: " << where << file << " is corrupted (" << cubin.size()
-                   << " bytes, checksum " << sum.str() << "; the manifest says " << bytes
-                   << " bytes, " << fnv << ")\n",
-          ++problems;
+    auto check = [&](const std::string &name, long long size, const std::string &want) {
+      std::ifstream in(dir + "/" + name, std::ios::binary);
+      std::vector<char> cubin((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+      std::ostringstream sum;
+      sum << std::hex << fnv1a(cubin);
+      if (!in.good() && cubin.empty())
+        llvm::errs() << "attnc aot: " << where << name << " is missing\n", ++problems;
+      else if (static_cast<long long>(cubin.size()) != size || sum.str() != want)
+        llvm::errs() << "attnc aot: " << where << name << " is corrupted (" << cubin.size()
+                     << " bytes, checksum " << sum.str() << "; the manifest says " << size
+                     << " bytes, " << want << ")\n",
+            ++problems;
+    };
+    check(file, bytes, fnv);
+    // A decode kernel with a pair kernel: its module's file, size and checksum.
+    std::string pairFile, pairFnv;
+    long long pairBytes;
+    if (fields >> pairFile) {
+      if (fields >> pairBytes >> pairFnv)
+        check(pairFile, pairBytes, pairFnv);
+      else
+        llvm::errs() << "attnc aot: " << where << "not a manifest line\n", ++problems;
+    }
     if (source.str().find("{\"" + spec + "\", \"" + arch + "\"") == std::string::npos)
       llvm::errs() << "attnc aot: " << where << "bundle.cpp does not register " << arch << " "
                    << spec << "\n",
@@ -307,8 +327,7 @@ int aot(const AotOptions &o) {
       Job &j = jobs[i];
       std::string source;
       if (emitCudaForSpec(j.spec, source, j.shape, j.error)) {
-        CudaCompileOptions options;
-        options.arch = j.arch;
+        CudaCompileOptions options = compileOptionsFor(j.arch, j.shape);
         options.lineInfo = false; // shipped code: no source-line tables
         j.binary = compileCuda(source, j.spec.symbol() + ".cu", options);
         if (!j.binary)
@@ -358,7 +377,7 @@ int aot(const AotOptions &o) {
   std::ostringstream manifest;
   manifest << "# attnc " << ATTNC_VERSION << " AOT bundle '" << bundleName << "': " << jobs.size()
            << " kernels\n# arch spec cubin threads shared_bytes merge_threads registers "
-              "spill_bytes bytes fnv1a\n";
+              "spill_bytes bytes fnv1a [pair_cubin pair_bytes pair_fnv1a]\n";
   bool ok = true;
   for (const Job &j : jobs) {
     const std::string file = "cubins/" + j.spec.symbol() + ".cubin";
@@ -367,7 +386,16 @@ int aot(const AotOptions &o) {
     manifest << j.arch << " " << j.spec.str() << " " << file << " " << j.shape.threads << " "
              << j.shape.shared_bytes << " " << j.shape.merge_threads << " " << j.binary.registers
              << " " << j.binary.spillStoreBytes << " " << j.binary.cubin.size() << " "
-             << std::hex << fnv1a(j.binary.cubin) << std::dec << "\n";
+             << std::hex << fnv1a(j.binary.cubin) << std::dec;
+    if (!j.binary.pairCubin.empty()) {
+      const std::string pairFile = "cubins/" + j.spec.symbol() + "_pair.cubin";
+      ok = ok && writeFile(tmp + "/" + pairFile,
+                           std::string(j.binary.pairCubin.begin(), j.binary.pairCubin.end()),
+                           error);
+      manifest << " " << pairFile << " " << j.binary.pairCubin.size() << " " << std::hex
+               << fnv1a(j.binary.pairCubin) << std::dec;
+    }
+    manifest << "\n";
   }
   ok = ok && writeFile(tmp + "/manifest.txt", manifest.str(), error) &&
        writeFile(tmp + "/bundle.cpp", bundleSource(bundleName, jobs), error);

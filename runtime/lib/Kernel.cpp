@@ -234,6 +234,7 @@ kernel::Params makeParams(const Spec &spec, const AttentionArgs &a, int splits) 
 }
 
 std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &cubin,
+                                     const std::vector<char> &pair_cubin,
                                      const kernel::LaunchShape &shape, std::string &error) {
   const CudaDriver *cu = CudaDriver::get(error);
   if (!cu)
@@ -255,7 +256,14 @@ std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &
     rc = cu->cuFuncSetAttribute(k->main_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 shape.shared_bytes);
   if (rc == CUDA_SUCCESS && shape.decode && shape.pair_shared_bytes > 0) {
-    rc = cu->cuModuleGetFunction(&k->pair_, k->module_, (name + "_pair").c_str());
+    if (pair_cubin.empty()) {
+      error = "the kernel of " + spec.str() + " came without the module of its pair kernel (" +
+              name + "_pair)";
+      return nullptr;
+    }
+    rc = cu->cuModuleLoadData(&k->pairModule_, pair_cubin.data());
+    if (rc == CUDA_SUCCESS)
+      rc = cu->cuModuleGetFunction(&k->pair_, k->pairModule_, (name + "_pair").c_str());
     if (rc == CUDA_SUCCESS)
       rc = cu->cuFuncSetAttribute(k->pair_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                   shape.pair_shared_bytes);
@@ -284,6 +292,8 @@ std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &
 Kernel::~Kernel() {
   if (module_)
     cu_->cuModuleUnload(module_);
+  if (pairModule_)
+    cu_->cuModuleUnload(pairModule_);
 }
 
 namespace {

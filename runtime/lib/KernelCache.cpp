@@ -125,7 +125,8 @@ std::string KernelCache::key(const std::string &source, const std::string &prefi
   std::string material = source;
   for (const std::string &part :
        {hex(templates), std::string(ATTNC_VERSION), std::to_string(nvrtcVersion()), options.arch,
-        std::string(options.lineInfo ? "lineinfo" : "")})
+        std::string(options.lineInfo ? "lineinfo" : ""),
+        std::string(options.pairProgram ? "pair program" : "")})
     material += '\0' + part;
   for (const std::string &extra : options.extra)
     material += '\0' + extra;
@@ -139,8 +140,8 @@ bool KernelCache::readEntry(const std::string &key, CudaBinary &out) const {
   std::ifstream in(path(key), std::ios::binary);
   if (!in)
     return false;
-  std::string magic, keyLine, sum;
-  long long bytes = -1;
+  std::string magic, keyLine, sum, pairSum;
+  long long bytes = -1, pairBytes = 0;
   int registers = -1, spillStores = -1, spillLoads = -1;
   std::string line;
   if (!std::getline(in, magic) || magic != kMagic)
@@ -155,17 +156,25 @@ bool KernelCache::readEntry(const std::string &key, CudaBinary &out) const {
       fields >> bytes;
     else if (field == "checksum")
       fields >> sum;
+    else if (field == "pair_bytes")
+      fields >> pairBytes;
+    else if (field == "pair_checksum")
+      fields >> pairSum;
     else if (field == "ptxas")
       fields >> registers >> spillStores >> spillLoads;
   }
-  if (keyLine != key || bytes <= 0 || bytes > (1ll << 30))
+  if (keyLine != key || bytes <= 0 || bytes > (1ll << 30) || pairBytes < 0 ||
+      pairBytes > (1ll << 30))
     return false;
-  std::vector<char> cubin(bytes);
-  if (!in.read(cubin.data(), bytes) || in.peek() != EOF)
+  // The cubin, then the pair kernel's (CudaCompileOptions::pairProgram), if any.
+  std::vector<char> cubin(bytes), pairCubin(pairBytes);
+  if (!in.read(cubin.data(), bytes) || !in.read(pairCubin.data(), pairBytes) ||
+      in.peek() != EOF)
     return false; // truncated, or longer than it says
-  if (checksum(cubin) != sum)
+  if (checksum(cubin) != sum || (pairBytes > 0 && checksum(pairCubin) != pairSum))
     return false; // corrupted
   out.cubin = std::move(cubin);
+  out.pairCubin = std::move(pairCubin);
   out.registers = registers;
   out.spillStoreBytes = spillStores;
   out.spillLoadBytes = spillLoads;
@@ -180,9 +189,13 @@ void KernelCache::writeEntry(const std::string &key, const CudaBinary &b) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << kMagic << "\nkey " << key << "\nbytes " << b.cubin.size() << "\nchecksum "
-        << checksum(b.cubin) << "\nptxas " << b.registers << " " << b.spillStoreBytes << " "
-        << b.spillLoadBytes << "\n\n";
+        << checksum(b.cubin);
+    if (!b.pairCubin.empty())
+      out << "\npair_bytes " << b.pairCubin.size() << "\npair_checksum " << checksum(b.pairCubin);
+    out << "\nptxas " << b.registers << " " << b.spillStoreBytes << " " << b.spillLoadBytes
+        << "\n\n";
     out.write(b.cubin.data(), static_cast<std::streamsize>(b.cubin.size()));
+    out.write(b.pairCubin.data(), static_cast<std::streamsize>(b.pairCubin.size()));
     if (out.flush())
       out.close();
     if (!out) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <thread>
 
 namespace attn {
 
@@ -45,16 +46,12 @@ int nvrtcVersion() {
   return major * 1000 + minor * 10;
 }
 
-CudaBinary compileCuda(const std::string &source, const std::string &name,
-                       const CudaCompileOptions &options) {
+namespace {
+/// One NVRTC program: `source` with `define` (-D, if not empty) to one cubin.
+CudaBinary compileProgram(const std::string &source, const std::string &name,
+                          const CudaCompileOptions &options, const std::string &include,
+                          const std::string &define) {
   CudaBinary out;
-  auto t0 = std::chrono::steady_clock::now();
-  const std::string include = findCudaInclude();
-  if (include.empty()) {
-    out.error = "no CUDA include folder with cuda_bf16.h: set CUDA_HOME (looked in $CUDA_HOME, "
-                "$CUDA_PATH, /usr/local/cuda)";
-    return out;
-  }
   std::vector<const char *> headerNames, headerContents;
   for (const TemplateHeader &h : templateHeaders()) {
     headerNames.push_back(h.name);
@@ -73,6 +70,8 @@ CudaBinary compileCuda(const std::string &source, const std::string &name,
                                    "--ptxas-options=-v"};
   if (options.lineInfo)
     opts.push_back("-lineinfo");
+  if (!define.empty())
+    opts.push_back("-D" + define);
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());
   std::vector<const char *> optPtrs;
   for (const std::string &o : opts)
@@ -109,6 +108,51 @@ CudaBinary compileCuda(const std::string &source, const std::string &name,
        it != std::sregex_iterator(); ++it) {
     out.spillStoreBytes = std::max(out.spillStoreBytes, std::stoi((*it)[1]));
     out.spillLoadBytes = std::max(out.spillLoadBytes, std::stoi((*it)[2]));
+  }
+  return out;
+}
+} // namespace
+
+CudaCompileOptions compileOptionsFor(const std::string &arch, const kernel::LaunchShape &shape) {
+  CudaCompileOptions options;
+  options.arch = arch;
+  options.pairProgram = shape.pair_shared_bytes > 0;
+  return options;
+}
+
+CudaBinary compileCuda(const std::string &source, const std::string &name,
+                       const CudaCompileOptions &options) {
+  auto t0 = std::chrono::steady_clock::now();
+  const std::string include = findCudaInclude();
+  if (include.empty()) {
+    CudaBinary out;
+    out.error = "no CUDA include folder with cuda_bf16.h: set CUDA_HOME (looked in $CUDA_HOME, "
+                "$CUDA_PATH, /usr/local/cuda)";
+    return out;
+  }
+  // The pair kernel alone on a second thread (NVRTC compiles separate
+  // programs concurrently), the others here. Each kernel's code comes out
+  // as it would in a module of its own.
+  CudaBinary pair;
+  std::thread pairThread;
+  if (options.pairProgram)
+    pairThread = std::thread([&] {
+      pair = compileProgram(source, name + " (" + kernel::kPairProgramMacro + ")", options,
+                            include, kernel::kPairProgramMacro);
+    });
+  CudaBinary out = compileProgram(source, name, options, include, "");
+  if (pairThread.joinable())
+    pairThread.join();
+  if (out && options.pairProgram) {
+    if (!pair) {
+      out.error = pair.error;
+    } else {
+      out.pairCubin = std::move(pair.cubin);
+      out.log += "\n" + pair.log;
+      out.registers = std::max(out.registers, pair.registers);
+      out.spillStoreBytes = std::max(out.spillStoreBytes, pair.spillStoreBytes);
+      out.spillLoadBytes = std::max(out.spillLoadBytes, pair.spillLoadBytes);
+    }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -42,12 +42,14 @@ struct Params {
 /// with merge_threads threads, unless cluster_merge: then (sm_90a) the
 /// runtime may launch the splits of each (sequence, KV head) as one
 /// thread-block cluster that merges them itself (decode_store_cluster); with
-/// pair_shared_bytes > 0 the module also holds "<name>_pair": 2 * threads
-/// threads and pair_shared_bytes of shared memory, two splits as the two
-/// pipelines of one block, grid (num_splits / 2, num_kv_heads, batch). The
-/// runtime launches it instead of clusters of two splits, and for four
-/// splits as clusters of its two blocks (Kernel::pairsSplits). Dynamic shared
-/// memory: shared_bytes.
+/// pair_shared_bytes > 0 there is also "<name>_pair": 2 * threads threads
+/// and pair_shared_bytes of shared memory, two splits as the two pipelines
+/// of one block, grid (num_splits / 2, num_kv_heads, batch). The runtime
+/// launches it instead of clusters of two splits, and for four splits as
+/// clusters of its two blocks (Kernel::pairsSplits). It is a module of its
+/// own: the source holds it under #ifdef kPairProgramMacro and the other
+/// kernels under #else, compiled as two NVRTC programs side by side
+/// (compileCuda). Dynamic shared memory: shared_bytes.
 struct LaunchShape {
   int threads = 0;
   int shared_bytes = 0;
@@ -57,6 +59,10 @@ struct LaunchShape {
   bool cluster_merge = false;
   int pair_shared_bytes = 0; ///< decode, sm_90a: "<name>_pair" runs two splits per block of 2 * threads
 };
+
+/// Defined (-D) when a decode source is compiled for its "<name>_pair" kernel
+/// alone, undefined for the others (LaunchShape::pair_shared_bytes > 0).
+constexpr const char kPairProgramMacro[] = "ATTN_PAIR_PROGRAM";
 
 } // namespace kernel
 } // namespace attn

@@ -296,8 +296,7 @@ int jitTimings(Gpu &g, const std::vector<std::string> &specs) {
       ++failures;
       continue;
     }
-    CudaCompileOptions options;
-    options.arch = g.rt->arch();
+    const CudaCompileOptions options = compileOptionsFor(g.rt->arch(), shape);
     KernelCache first(dir);
     CacheLookup cold = first.get(source, parsed.spec->symbol(), options);
     CacheLookup memory = first.get(source, parsed.spec->symbol(), options);
@@ -337,8 +336,7 @@ bool loadSource(Gpu &g, const std::string &path, SourceKernel &out) {
   if (!in) {
     error = "cannot read the file";
   } else if (readCudaHeader(text.str(), out.spec, shape, error)) {
-    CudaCompileOptions options;
-    options.arch = g.rt->arch();
+    const CudaCompileOptions options = compileOptionsFor(g.rt->arch(), shape);
     CacheLookup cubin = g.rt->cache().get(text.str(), out.spec.symbol(), options);
     if (!cubin)
       error = cubin.error;
@@ -346,7 +344,7 @@ bool loadSource(Gpu &g, const std::string &path, SourceKernel &out) {
       std::printf("%s: %s, %d registers, %d bytes spilled\n", path.c_str(),
                   out.spec.str().c_str(), cubin.binary->registers, cubin.binary->spillStoreBytes);
     if (cubin)
-      out.kernel = Kernel::load(out.spec, cubin.binary->cubin, shape, error);
+      out.kernel = Kernel::load(out.spec, cubin.binary->cubin, cubin.binary->pairCubin, shape, error);
   }
   if (!out.kernel) {
     std::printf("%s: cannot load: %s\n", path.c_str(), error.c_str());

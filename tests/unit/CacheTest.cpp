@@ -136,6 +136,46 @@ TEST_CASE("a truncated entry in the disk cache is rebuilt", "[cache]") {
   CHECK(again.binary->cubin.size() > 1000);
 }
 
+TEST_CASE("a source with a pair kernel keeps both modules, on disk too; a damaged one is rebuilt",
+          "[cache]") {
+  // As an emitted decode source: the pair kernel under kPairProgramMacro, the
+  // others under #else; two NVRTC programs side by side.
+  const std::string src = "#ifdef " + std::string(kernel::kPairProgramMacro) +
+                          "\nextern \"C\" __global__ void k_pair(float *o) { o[0] = 2; }\n#else\n"
+                          "extern \"C\" __global__ void k(float *o) { o[0] = 1; }\n#endif\n";
+  CudaCompileOptions options = sm90();
+  options.pairProgram = true;
+  CHECK(KernelCache::key(src, "k", options) != KernelCache::key(src, "k", sm90()));
+  TempDir dir;
+  KernelCache cache(dir.path);
+  CacheLookup cold = cache.get(src, "k", options);
+  INFO(cold.error);
+  REQUIRE(cold);
+  auto holds = [](const std::vector<char> &cubin, const std::string &symbol) {
+    return std::string(cubin.begin(), cubin.end()).find(std::string(1, '\0') + symbol + '\0') !=
+           std::string::npos;
+  };
+  CHECK(holds(cold.binary->cubin, "k"));
+  CHECK_FALSE(holds(cold.binary->cubin, "k_pair"));
+  CHECK(holds(cold.binary->pairCubin, "k_pair"));
+  CHECK_FALSE(holds(cold.binary->pairCubin, "k"));
+  CacheLookup disk = KernelCache(dir.path).get(src, "k", options);
+  REQUIRE(disk);
+  CHECK(disk.source == CacheSource::Disk);
+  CHECK(disk.binary->cubin == cold.binary->cubin);
+  CHECK(disk.binary->pairCubin == cold.binary->pairCubin);
+  {
+    // The pair module is the entry's last bytes.
+    std::fstream f(entryPath(cache), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-100, std::ios::end);
+    f.put('\x5a');
+  }
+  CacheLookup again = KernelCache(dir.path).get(src, "k", options);
+  REQUIRE(again);
+  CHECK(again.source == CacheSource::Compiled);
+  CHECK(again.binary->pairCubin == cold.binary->pairCubin);
+}
+
 TEST_CASE("8 processes asking for one kernel compile it once and leave one valid entry",
           "[cache]") {
   TempDir dir;

@@ -42,11 +42,11 @@ std::string emit(const std::string &text, CudaLaunchShape &shape) {
 double compileWithoutSpills(const std::string &text, const char *arch) {
   CudaLaunchShape shape;
   std::string source = emit(text, shape);
-  CudaCompileOptions options;
-  options.arch = arch;
-  CudaBinary bin = compileCuda(source, "kernel.cu", options);
+  CudaBinary bin = compileCuda(source, "kernel.cu", compileOptionsFor(arch, shape));
   INFO(text << "\n" << bin.error << "\n" << bin.log);
   REQUIRE(bin);
+  // ptxas' report covers the pair kernel's program too.
+  CHECK(bin.pairCubin.empty() == (shape.pair_shared_bytes == 0));
   CHECK(bin.spillStoreBytes == 0);
   CHECK(bin.spillLoadBytes == 0);
   CHECK(bin.registers <= 255);
@@ -184,6 +184,17 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
                  "    else\n      decode_store<Block>(state, scratch, row0, rows, sink);") !=
         std::string::npos);
   CHECK(src.find("_pair(const Params p) {\n  decode_block<2>(p);\n}") != std::string::npos);
+  // ... compiled as a program of its own: the source holds it, and the other
+  // two kernels, on either side of one #ifdef.
+  const size_t ifdef = src.find("#ifdef ATTN_PAIR_PROGRAM\n"), pairKernel = src.find("_pair(const Params p)"),
+               orElse = src.find("#else\n"), mainKernel = src.find("(const Params p) {\n  decode_block<1>(p);"),
+               mergeKernel = src.find("_merge(const Params p)"), endif = src.find("#endif // ATTN_PAIR_PROGRAM\n");
+  CHECK(ifdef < pairKernel);
+  CHECK(pairKernel < orElse);
+  CHECK(orElse < mainKernel);
+  CHECK(mainKernel < mergeKernel);
+  CHECK(mergeKernel < endif);
+  REQUIRE(endif != std::string::npos);
   CHECK(src.find("const int split = blockIdx.x * kPipes + pipe,") != std::string::npos);
   // Mask arithmetic only on partial tiles (without a mask: the tail past kv_len).
   src = emit("mode=decode,page_size=16,gqa=4", shape);

@@ -594,15 +594,19 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
     << "    else\n"
     << "      decode_store<Block>(state, scratch, row0, rows, sink);\n"
-    << "  }\n}\n\n"
-    << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
+    << "  }\n}\n\n";
+  if (pairs)
+    o << "// attn-split-kv: splits as the two pipelines of a block (launch: pair_shared_bytes).\n"
+      << "// NVRTC compiles this kernel as a program of its own (-D" << kernel::kPairProgramMacro << "),\n"
+      << "// in parallel with the one of the other two: a cold compile then takes the longer\n"
+      << "// of the two instead of their sum, and each kernel's code is what it is alone.\n"
+      << "#ifdef " << kernel::kPairProgramMacro << "\n"
+      << "extern \"C\" __global__ void __launch_bounds__(2 * Cfg::kThreads, 1) " << plan.name
+      << "_pair(const Params p) {\n  decode_block<2>(p);\n}\n#else\n\n";
+  o << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
     << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
     << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
     << "(const Params p) {\n  decode_block<1>(p);\n}\n\n";
-  if (pairs)
-    o << "// attn-split-kv: splits as the two pipelines of a block (launch: pair_shared_bytes).\n"
-      << "extern \"C\" __global__ void __launch_bounds__(2 * Cfg::kThreads, 1) " << plan.name
-      << "_pair(const Params p) {\n  decode_block<2>(p);\n}\n\n";
 
   o << "// attn-split-kv: the merge of the splits' partial results, launched after the main\n"
     << "// kernel when num_splits > 1. Grid: x = query token, y = query head, z = sequence.\n"
@@ -620,6 +624,8 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "                    part + p.num_splits * part_rows * Cfg::kHeadDim + row, part_rows, p.num_splits,\n"
     << "                    reinterpret_cast<Elem *>(p.o) + row * Cfg::kHeadDim, "
     << (plan.lse ? "reinterpret_cast<float *>(p.lse) + row" : "nullptr") << ");\n}\n";
+  if (pairs)
+    o << "#endif // " << kernel::kPairProgramMacro << "\n";
 }
 } // namespace
 

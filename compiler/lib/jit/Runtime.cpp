@@ -106,6 +106,8 @@ KernelLookup Runtime::build(const Spec &spec) {
     // Compiled ahead of time: no pipeline, no NVRTC.
     auto binary = std::make_shared<CudaBinary>();
     binary->cubin.assign(aot->cubin, aot->cubin + aot->cubin_size);
+    if (aot->pair_cubin)
+      binary->pairCubin.assign(aot->pair_cubin, aot->pair_cubin + aot->pair_cubin_size);
     shape.threads = aot->threads;
     shape.shared_bytes = aot->shared_bytes;
     shape.merge_threads = aot->merge_threads;
@@ -124,9 +126,7 @@ KernelLookup Runtime::build(const Spec &spec) {
   } else {
     if (!emitCudaForSpec(spec, source, shape, out.error))
       return out;
-    CudaCompileOptions options;
-    options.arch = arch_;
-    cubin = cache_.get(source, spec.symbol(), options);
+    cubin = cache_.get(source, spec.symbol(), compileOptionsFor(arch_, shape));
   }
   out.source = cubin.source;
   out.binary = cubin.binary;
@@ -141,7 +141,8 @@ KernelLookup Runtime::build(const Spec &spec) {
   if (current != ctx_)
     cu_->cuCtxSetCurrent(ctx_);
   auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<Kernel> k = Kernel::load(spec, cubin.binary->cubin, shape, out.error);
+  std::unique_ptr<Kernel> k =
+      Kernel::load(spec, cubin.binary->cubin, cubin.binary->pairCubin, shape, out.error);
   if (current != ctx_)
     cu_->cuCtxSetCurrent(current);
   if (!k)

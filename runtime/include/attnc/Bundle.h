@@ -28,6 +28,8 @@ struct BundleEntry {
   int threads, shared_bytes, merge_threads; ///< the launch shape (templates/attn/params.cuh)
   int cluster_merge;                        ///< LaunchShape::cluster_merge (0 in older bundles)
   int pair_shared_bytes;                    ///< LaunchShape::pair_shared_bytes (0: no pair kernel)
+  const unsigned char *pair_cubin;          ///< the pair kernel's module (CudaBinary::pairCubin), or null
+  size_t pair_cubin_size;
 };
 
 /// Registers a bundle's entries (called by the generated source's static

@@ -105,8 +105,11 @@ kernel::Params makeParams(const Spec &spec, const AttentionArgs &args, int split
 class Kernel {
 public:
   /// Loads `cubin` (which holds the kernels named spec.symbol() and, for
-  /// decode, spec.symbol() + "_merge") into the current context.
+  /// decode, spec.symbol() + "_merge") into the current context, and
+  /// `pair_cubin`, the module of spec.symbol() + "_pair", where
+  /// shape.pair_shared_bytes > 0 (CudaBinary::pairCubin; else unused).
   static std::unique_ptr<Kernel> load(const Spec &spec, const std::vector<char> &cubin,
+                                      const std::vector<char> &pair_cubin,
                                       const kernel::LaunchShape &shape, std::string &error);
   ~Kernel();
   Kernel(const Kernel &) = delete;
@@ -173,7 +176,7 @@ private:
   const CudaDriver *cu_ = nullptr;
   Spec spec_;
   kernel::LaunchShape shape_;
-  CUmodule module_ = nullptr;
+  CUmodule module_ = nullptr, pairModule_ = nullptr;
   CUfunction main_ = nullptr, merge_ = nullptr, pair_ = nullptr;
   int smCount_ = 1, blocksPerSm_ = 1;
   bool nonPortableClusters_ = false; ///< clusters of 9..kMaxClusterSplits splits allowed

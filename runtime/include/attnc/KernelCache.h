@@ -7,9 +7,10 @@
 // disk, then to NVRTC.
 //
 // On disk ($ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else
-// ~/.cache/attnc) each entry is one file, written to a temporary file and
-// renamed into place, with a checksum; an entry that does not check out is
-// rebuilt. Processes take a lock on the entry and look again before
+// ~/.cache/attnc) each entry is one file (both cubins of a decode source
+// with a pair kernel, CudaCompileOptions::pairProgram), written to a
+// temporary file and renamed into place, with checksums; an entry that does
+// not check out is rebuilt. Processes take a lock on the entry and look again before
 // compiling, so many processes asking for one kernel compile it once. A
 // directory that cannot be written leaves the cache in memory only, with one
 // warning. Thread-safe; threads asking for one key wait for one compile.
@@ -30,7 +31,6 @@
 
 namespace attn {
 
-/// Where a lookup found its kernel.
 /// Where a kernel came from: the memory or disk cache, NVRTC, or a linked
 /// AOT bundle (attnc/Bundle.h).
 enum class CacheSource { Memory, Disk, Compiled, Bundle };
