@@ -24,8 +24,12 @@ int main() {
   const std::vector<const BundleEntry *> kernels = bundledKernels();
   for (const std::string &name : bundleNames())
     std::printf("bundle %s: %zu kernels\n", name.c_str(), kernels.size());
-  for (const BundleEntry *e : kernels)
-    std::printf("  %-6s %s (%zu bytes of cubin)\n", e->arch, e->spec, e->cubin_size);
+  for (const BundleEntry *e : kernels) {
+    std::printf("  %-6s %s (%zu bytes of cubin", e->arch, e->spec, e->cubin_size);
+    if (e->pair_cubin) // decode on sm_90a: the kernel of two splits per block, a module of its own
+      std::printf(", %zu of its pair kernel's", e->pair_cubin_size);
+    std::printf(")\n");
+  }
 
   std::string error;
   std::unique_ptr<Runtime> rt = Runtime::create(error);
