@@ -368,11 +368,10 @@ bool Kernel::pairsSplits(const AttentionArgs &args) const {
   return pairsSplits(args, splits(args));
 }
 
-int Kernel::maxActivePairClusters(int blocks) const {
-  if (!pair_ || blocks < 2 || blocks > kMaxPortableClusterSplits)
+int Kernel::maxActivePairClusters() const {
+  if (!pair_)
     return 0;
-  return activeClusters(maxPairClusters_[blocks], pair_, blocks, 2 * shape_.threads,
-                        shape_.pair_shared_bytes);
+  return activeClusters(maxPairClusters_, pair_, 2, 2 * shape_.threads, shape_.pair_shared_bytes);
 }
 
 bool Kernel::pairsSplits(const AttentionArgs &args, int splits) const {
@@ -382,14 +381,13 @@ bool Kernel::pairsSplits(const AttentionArgs &args, int splits) const {
   // 0.9-1.1 % faster, tests/gpu/RESULTS.md).
   if (splits == 2)
     return mergesInCluster(args, splits);
-  // An even count of splits: half as many blocks of two pipelines, in
-  // clusters, where every cluster of the grid fits at once. In place of
-  // clusters of single blocks, and of splits that would go through the merge
-  // kernel because their clusters do not all fit (measured on the H200: four
-  // splits 1.2 % faster than through the merge kernel on 8 sequences of 32768
-  // keys with 8 KV heads, tests/gpu/RESULTS.md).
+  // Four splits that would go through the merge kernel because their clusters
+  // of four do not all fit: two blocks of two pipelines in clusters of two,
+  // where those all fit (measured on the H200: 1.2 % faster on 8 sequences of
+  // 32768 keys with 8 KV heads, tests/gpu/RESULTS.md).
   const int64_t clusters = int64_t(args.batch) * args.num_kv_heads;
-  return splits % 2 == 0 && clusters >= 1 && clusters <= maxActivePairClusters(splits / 2);
+  return splits == 4 && !mergesInCluster(args, splits) && clusters >= 1 &&
+         clusters <= maxActivePairClusters();
 }
 
 bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &error) const {
@@ -405,8 +403,8 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
   CUresult rc;
   if (paired) {
     // attn-split-kv: the splits as the two pipelines of a block, which merges
-    // them in its own shared memory (decode_block<2>), and with four or more
-    // the blocks of a (sequence, KV head) as one cluster that merges them
+    // them in its own shared memory (decode_block<2>), and with four splits
+    // the two blocks of a (sequence, KV head) as one cluster that merges them
     // (decode_store_cluster): no merge kernel, nothing written to the workspace.
     const int blocks = splits / 2;
     if (blocks == 1) {

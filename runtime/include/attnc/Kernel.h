@@ -140,13 +140,11 @@ public:
   /// Whether a decode launch with these arguments runs its splits as the two
   /// pipelines of a block ("<name>_pair", LaunchShape::pair_shared_bytes): two
   /// splits in one block where they would otherwise merge in clusters of two;
-  /// an even count from 4 to 2 * kMaxPortableClusterSplits as half as many
-  /// such blocks per (sequence, KV head), in clusters, where all of the grid's
-  /// clusters are resident at once.
+  /// four as two such blocks in clusters of two, where clusters of four would
+  /// not all be resident (they would go through the merge kernel) and these are.
   bool pairsSplits(const AttentionArgs &args) const;
-  /// How many clusters of `blocks` pair blocks the device holds at once
-  /// (2..kMaxPortableClusterSplits; else 0).
-  int maxActivePairClusters(int blocks) const;
+  /// How many clusters of two pair blocks the device holds at once.
+  int maxActivePairClusters() const;
 
   /// Checks the arguments, then enqueues the kernel(s) on `stream`. No
   /// allocation, no synchronisation. False with `error` set on bad
@@ -184,8 +182,8 @@ private:
   bool nonPortableClusters_ = false; ///< clusters of 9..kMaxClusterSplits splits allowed
   /// maxActiveClusters' answer per split count plus one; 0: not asked yet.
   mutable std::atomic<int> maxClusters_[kMaxClusterSplits + 1] = {};
-  /// maxActivePairClusters' answer per cluster size plus one; 0: not asked yet.
-  mutable std::atomic<int> maxPairClusters_[kMaxPortableClusterSplits + 1] = {};
+  /// maxActivePairClusters' answer plus one; 0: not asked yet.
+  mutable std::atomic<int> maxPairClusters_{0};
 };
 
 } // namespace attn
