@@ -201,12 +201,20 @@ int verify(const std::string &dir) {
     // A decode kernel with a pair kernel: its module's file, size and checksum.
     std::string pairFile, pairFnv;
     long long pairBytes;
-    if (fields >> pairFile) {
+    const bool listsPair = static_cast<bool>(fields >> pairFile);
+    if (listsPair) {
       if (fields >> pairBytes >> pairFnv)
         check(pairFile, pairBytes, pairFnv);
       else
         llvm::errs() << "attnc aot: " << where << "not a manifest line\n", ++problems;
     }
+    // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.
+    const std::string i = std::to_string(kernels - 1);
+    if ((source.str().find(", sizeof pair_cubin" + i + "}") != std::string::npos) != listsPair)
+      llvm::errs() << "attnc aot: " << where << "bundle.cpp " << (listsPair ? "lacks" : "has")
+                   << " the pair kernel's cubin the manifest " << (listsPair ? "lists" : "does not list")
+                   << "\n",
+          ++problems;
     if (source.str().find("{\"" + spec + "\", \"" + arch + "\"") == std::string::npos)
       llvm::errs() << "attnc aot: " << where << "bundle.cpp does not register " << arch << " "
                    << spec << "\n",

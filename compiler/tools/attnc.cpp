@@ -140,7 +140,10 @@ static cl::opt<std::string> aotOutput("o", cl::desc("The bundle folder to write"
 static cl::opt<std::string> aotName("name",
                                     cl::desc("The bundle's name (default: the folder's name)"),
                                     cl::sub(aotCmd), cl::cat(attncCategory));
-static cl::opt<unsigned> aotJobs("j", cl::desc("Parallel compiles (default: hardware threads)"),
+static cl::opt<unsigned> aotJobs("j",
+                                 cl::desc("Specs compiled at once (default: hardware threads; a "
+                                          "decode spec with a pair kernel compiles its two "
+                                          "programs side by side)"),
                                  cl::init(0), cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<bool> aotSkipBad("skip-bad",
                                 cl::desc("Report bad lines and compile the others (default: "

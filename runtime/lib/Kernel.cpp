@@ -256,14 +256,13 @@ std::unique_ptr<Kernel> Kernel::load(const Spec &spec, const std::vector<char> &
     rc = cu->cuFuncSetAttribute(k->main_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 shape.shared_bytes);
   if (rc == CUDA_SUCCESS && shape.decode && shape.pair_shared_bytes > 0) {
-    if (pair_cubin.empty()) {
-      error = "the kernel of " + spec.str() + " came without the module of its pair kernel (" +
-              name + "_pair)";
-      return nullptr;
-    }
-    rc = cu->cuModuleLoadData(&k->pairModule_, pair_cubin.data());
+    // Its own module; in a bundle generated before it had one (no pair
+    // cubin), in the main module.
+    if (!pair_cubin.empty())
+      rc = cu->cuModuleLoadData(&k->pairModule_, pair_cubin.data());
     if (rc == CUDA_SUCCESS)
-      rc = cu->cuModuleGetFunction(&k->pair_, k->pairModule_, (name + "_pair").c_str());
+      rc = cu->cuModuleGetFunction(&k->pair_, k->pairModule_ ? k->pairModule_ : k->module_,
+                                   (name + "_pair").c_str());
     if (rc == CUDA_SUCCESS)
       rc = cu->cuFuncSetAttribute(k->pair_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                   shape.pair_shared_bytes);

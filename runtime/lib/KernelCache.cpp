@@ -125,9 +125,10 @@ std::string KernelCache::key(const std::string &source, const std::string &prefi
   std::string material = source;
   for (const std::string &part :
        {hex(templates), std::string(ATTNC_VERSION), std::to_string(nvrtcVersion()), options.arch,
-        std::string(options.lineInfo ? "lineinfo" : ""),
-        std::string(options.pairProgram ? "pair program" : "")})
+        std::string(options.lineInfo ? "lineinfo" : "")})
     material += '\0' + part;
+  if (options.pairProgram)
+    material += std::string(1, '\0') + "pair program";
   for (const std::string &extra : options.extra)
     material += '\0' + extra;
   return prefix + "-" + options.arch + "-" + hex(fnv1a(material, 14695981039346656037ull)) +
@@ -136,7 +137,7 @@ std::string KernelCache::key(const std::string &source, const std::string &prefi
 
 std::string KernelCache::path(const std::string &key) const { return dir_ + "/" + key + ".cubin"; }
 
-bool KernelCache::readEntry(const std::string &key, CudaBinary &out) const {
+bool KernelCache::readEntry(const std::string &key, bool pairProgram, CudaBinary &out) const {
   std::ifstream in(path(key), std::ios::binary);
   if (!in)
     return false;
@@ -163,8 +164,9 @@ bool KernelCache::readEntry(const std::string &key, CudaBinary &out) const {
     else if (field == "ptxas")
       fields >> registers >> spillStores >> spillLoads;
   }
-  if (keyLine != key || bytes <= 0 || bytes > (1ll << 30) || pairBytes < 0 ||
-      pairBytes > (1ll << 30))
+  // A pair program's entry holds both cubins, any other one cubin.
+  if (keyLine != key || bytes <= 0 || bytes > (1ll << 30) || (pairBytes > 0) != pairProgram ||
+      pairBytes < 0 || pairBytes > (1ll << 30))
     return false;
   // The cubin, then the pair kernel's (CudaCompileOptions::pairProgram), if any.
   std::vector<char> cubin(bytes), pairCubin(pairBytes);
@@ -217,7 +219,7 @@ CacheLookup KernelCache::loadOrCompile(const std::string &source, const std::str
                                        const CudaCompileOptions &options) {
   CacheLookup r;
   auto bin = std::make_shared<CudaBinary>();
-  if (onDisk_ && readEntry(key, *bin)) {
+  if (onDisk_ && readEntry(key, options.pairProgram, *bin)) {
     r.binary = bin;
     r.source = CacheSource::Disk;
     return r;
@@ -228,7 +230,7 @@ CacheLookup KernelCache::loadOrCompile(const std::string &source, const std::str
     lockFd = open((path(key) + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
     if (lockFd >= 0)
       flock(lockFd, LOCK_EX);
-    if (readEntry(key, *bin)) {
+    if (readEntry(key, options.pairProgram, *bin)) {
       if (lockFd >= 0)
         close(lockFd);
       r.binary = bin;

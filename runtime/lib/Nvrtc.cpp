@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <system_error>
 #include <thread>
 
 namespace attn {
@@ -92,7 +93,8 @@ CudaBinary compileProgram(const std::string &source, const std::string &name,
   }
   size_t cubinSize = 0;
   if (nvrtcGetCUBINSize(program.handle, &cubinSize) != NVRTC_SUCCESS || cubinSize == 0) {
-    out.error = "NVRTC produced no cubin for " + options.arch + " (a virtual architecture?)";
+    out.error = "NVRTC produced no cubin of " + name + " for " + options.arch +
+                " (a virtual architecture?)";
     return out;
   }
   out.cubin.resize(cubinSize);
@@ -134,15 +136,34 @@ CudaBinary compileCuda(const std::string &source, const std::string &name,
   // programs concurrently), the others here. Each kernel's code comes out
   // as it would in a module of its own.
   CudaBinary pair;
-  std::thread pairThread;
-  if (options.pairProgram)
-    pairThread = std::thread([&] {
+  auto compilePair = [&]() noexcept {
+    try {
       pair = compileProgram(source, name + " (" + kernel::kPairProgramMacro + ")", options,
                             include, kernel::kPairProgramMacro);
-    });
+    } catch (const std::exception &e) {
+      pair.error = "compiling the pair kernel of " + name + " failed: " + e.what();
+    }
+  };
+  std::thread pairThread;
+  if (options.pairProgram) {
+    try {
+      pairThread = std::thread(compilePair);
+    } catch (const std::system_error &) {
+      // No second thread to be had: the pair kernel after the others.
+    }
+  }
+  struct Joiner { // the pair thread ends before `pair` goes, whatever happens here
+    std::thread &t;
+    ~Joiner() {
+      if (t.joinable())
+        t.join();
+    }
+  } joiner{pairThread};
   CudaBinary out = compileProgram(source, name, options, include, "");
   if (pairThread.joinable())
     pairThread.join();
+  else if (options.pairProgram)
+    compilePair();
   if (out && options.pairProgram) {
     if (!pair) {
       out.error = pair.error;

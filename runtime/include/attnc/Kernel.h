@@ -107,7 +107,9 @@ public:
   /// Loads `cubin` (which holds the kernels named spec.symbol() and, for
   /// decode, spec.symbol() + "_merge") into the current context, and
   /// `pair_cubin`, the module of spec.symbol() + "_pair", where
-  /// shape.pair_shared_bytes > 0 (CudaBinary::pairCubin; else unused).
+  /// shape.pair_shared_bytes > 0 (CudaBinary::pairCubin; else unused; empty:
+  /// `cubin` holds that kernel too, as in bundles generated before the pair
+  /// kernel had a module of its own).
   static std::unique_ptr<Kernel> load(const Spec &spec, const std::vector<char> &cubin,
                                       const std::vector<char> &pair_cubin,
                                       const kernel::LaunchShape &shape, std::string &error);

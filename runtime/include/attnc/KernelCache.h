@@ -88,7 +88,7 @@ private:
   CacheLookup loadOrCompile(const std::string &source, const std::string &key,
                             const CudaCompileOptions &options);
   std::string path(const std::string &key) const;
-  bool readEntry(const std::string &key, CudaBinary &out) const;
+  bool readEntry(const std::string &key, bool pairProgram, CudaBinary &out) const;
   void writeEntry(const std::string &key, const CudaBinary &binary);
 };
 
