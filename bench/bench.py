@@ -9,7 +9,7 @@ cache contiguous. Decode rows also time attnc on the same cache with each sequen
 pages in order ("attnc in order"), to show what the shuffle costs; the ratios to the
 anchors are the shuffled table's.
 
-    python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--profile]
+    python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--repeat N] [--profile]
     python3 bench/bench.py --redraw bench/results.json   (results.md and results.png again)
 
 Runs on the GPU machine (torch, triton): attnc through its Python module
@@ -17,7 +17,9 @@ Runs on the GPU machine (torch, triton): attnc through its Python module
 For every row, in one process: fresh random bf16 inputs; attnc's output is
 checked against SDPA's (relative L2 < 1e-2) before anything is timed; then
 attnc, SDPA flash (FlashAttention-2), SDPA cuDNN and FlexAttention are timed
-with triton.testing.do_bench (warm-up, then the median). Prints the table
+with triton.testing.do_bench (warm-up, then the median; with --repeat N, N
+times in rounds that take the series in turn, keeping each one's median, so
+that the machine's drift during a row reaches attnc and the anchors alike). Prints the table
 with TFLOP/s (prefill) or GB/s of K + V read (decode) and each anchor's
 ratio, and writes DIR/results.json, DIR/results.md and, with matplotlib,
 DIR/results.png (default DIR: bench/).
@@ -28,6 +30,7 @@ named "profile", for a profiler that filters by it, e.g.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -56,6 +59,7 @@ SERIES = {"attnc": ("attnc", "tab:blue"), "attnc_in_order": ("attnc, pages in or
           "flex": ("FlexAttention", "tab:red")}
 USE_FLEX = True
 PROFILE = False
+REPEAT = 1
 
 
 def rel_err(a, b):
@@ -103,6 +107,25 @@ def timed(fn):
         return float("nan")
 
 
+def timed_rounds(fns):
+    """Times each series of a row (name -> (callable, SDPA backend or None)) REPEAT times,
+    in rounds that take the series in turn, so that a drift of the machine during the row
+    reaches them alike. An SDPA backend is chosen around the whole timing, outside the
+    timed calls. Returns each series' median of its rounds, and with REPEAT > 1 every
+    round's time."""
+    samples = {name: [] for name in fns}
+    for _ in range(REPEAT):
+        for name, (fn, backend) in fns.items():
+            with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+                samples[name].append(timed(fn))
+    medians = {}
+    for name, ms in samples.items():
+        ok = sorted(x for x in ms if x == x)
+        medians[name] = ok[len(ok) // 2] if len(ok) % 2 else (
+            0.5 * (ok[len(ok) // 2 - 1] + ok[len(ok) // 2]) if ok else float("nan"))
+    return medians, (samples if REPEAT > 1 else None)
+
+
 def prefill_rows(quick):
     ns = (1024, 4096) if quick else (1024, 4096, 16384)
     flex = {c: flex_prefill(c) for c in (False, True)}
@@ -129,17 +152,18 @@ def prefill_rows(quick):
                                      f"(relative error {err:.3g}); nothing timed")
                 q4, k4, v4 = (x.contiguous() for x in (q4, k4, v4))
                 flops = 4 * b * h * n * n * hd * (0.5 if causal else 1.0)
-                t = {"attnc": timed(run)}
-                for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
-                                      ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                    with sdpa_kernel(backend):
-                        t[name] = timed(lambda: F.scaled_dot_product_attention(q4, k4, v4,
-                                                                               is_causal=causal))
+                fns = {"attnc": (run, None)}
+                sdpa = lambda: F.scaled_dot_product_attention(q4, k4, v4, is_causal=causal)
+                fns["flash"] = (sdpa, SDPBackend.FLASH_ATTENTION)
+                fns["cudnn"] = (sdpa, SDPBackend.CUDNN_ATTENTION)
                 if flex[causal] is not None:
-                    t["flex"] = timed(lambda: flex[causal](q4, k4, v4))
+                    fns["flex"] = (lambda: flex[causal](q4, k4, v4), None)
+                t, samples = timed_rounds(fns)
                 row = {"kind": "prefill", "hd": hd, "n": n, "causal": causal, "batch": b,
                        "heads": h, "rel_err": err, "ms": t,
                        "rate": {k_: flops / ms / 1e9 for k_, ms in t.items()}}
+                if samples:
+                    row["ms_rounds"] = samples
                 print_row(row)
                 rows.append(row)
                 del q, k, v, q4, k4, v4, out, ref, p
@@ -181,7 +205,7 @@ def decode_rows(quick):
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         nbytes = 2 * k.numel() * k.element_size()
-        t, errs = {}, {}
+        fns, errs, plans = {}, {}, []
         for name, (kc, vc, table) in paged.items():
             p = attnc.plan(qp, kc, vc, cu_seqlens_q=cu, max_seqlen_q=1, block_table=table,
                            seq_lens_k=lens, max_seqlen_k=n)
@@ -190,17 +214,20 @@ def decode_rows(quick):
             if not errs[name] < 1e-2:
                 raise SystemExit(f"decode B {b} kv {n} ({name}): attnc differs from SDPA "
                                  f"(relative error {errs[name]:.3g}); nothing timed")
-            t[name] = timed(p.run)
-        del paged, kc, vc, p
-        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
-                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            with sdpa_kernel(backend):
-                t[name] = timed(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+            fns[name] = (p.run, None)
+            plans.append(p)
+        sdpa = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        fns["flash"] = (sdpa, SDPBackend.FLASH_ATTENTION)
+        fns["cudnn"] = (sdpa, SDPBackend.CUDNN_ATTENTION)
         if flex is not None:
-            t["flex"] = timed(lambda: flex(q, k, v, enable_gqa=True))
+            fns["flex"] = (lambda: flex(q, k, v, enable_gqa=True), None)
+        t, samples = timed_rounds(fns)
+        del paged, kc, vc, p, plans, fns
         row = {"kind": "decode", "batch": b, "hq": hq, "hkv": hkv, "n": n,
                "rel_err": max(errs.values()),
                "ms": t, "rate": {k_: nbytes / ms / 1e6 for k_, ms in t.items()}}
+        if samples:
+            row["ms_rounds"] = samples
         print_row(row)
         rows.append(row)
         del k, v, ko, vo, kp, vp, q, qp, ref
@@ -265,9 +292,12 @@ def print_row(row):
 
 
 def markdown(rows, meta):
+    rounds = meta.get("repeat", 1)
+    how = (f"the median of {rounds} rounds of triton do_bench medians, the series taken in turn"
+           if rounds > 1 else "triton do_bench medians")
     lines = [f"Measured {meta['date']} on {meta['gpu']}, commit {meta['commit']}, torch "
-             f"{meta['torch']}: `python3 bench/bench.py` (triton do_bench medians; every attnc "
-             "output checked against SDPA first).", ""]
+             f"{meta['torch']}: `python3 bench/bench.py{f' --repeat {rounds}' if rounds > 1 else ''}` "
+             f"({how}; every attnc output checked against SDPA first).", ""]
     for kind, unit in (("prefill", "TFLOP/s"), ("decode", "GB/s")):
         sel = [r for r in rows if r["kind"] == kind]
         if not sel:
@@ -343,6 +373,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few rows only (a smoke test)")
     ap.add_argument("--no-flex", action="store_true",
                     help="leave FlexAttention out (it compiles once per shape: minutes)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="time each row's series N times, in rounds that take them in turn, "
+                         "and keep each one's median (default 1)")
     ap.add_argument("--profile", action="store_true",
                     help="time nothing: run each backend once in an NVTX range named "
                          "'profile' (for ncu --nvtx --nvtx-include profile/); no FlexAttention")
@@ -350,6 +383,8 @@ def main():
                     help="time nothing: write results.md and results.png into --out from a "
                          "results.json of an earlier run (needs no GPU, torch or triton)")
     args = ap.parse_args()
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat {args.repeat}: the rounds per row must be at least 1")
     if args.redraw:
         try:
             with open(args.redraw) as f:
@@ -370,9 +405,10 @@ def main():
     torch.manual_seed(0)
     print(f"{attnc.version()} from {attnc.library_path()}", flush=True)
     rows = []
-    global USE_FLEX, PROFILE
+    global USE_FLEX, PROFILE, REPEAT
     USE_FLEX = not (args.no_flex or args.profile)
     PROFILE = args.profile
+    REPEAT = 1 if PROFILE else args.repeat
     torch._dynamo.config.cache_size_limit = 64  # one FlexAttention compile per shape
     if "prefill" in args.rows:
         rows += prefill_rows(args.quick)
@@ -392,7 +428,7 @@ def main():
         except OSError:
             commit = "unknown"
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
-            "commit": commit, "torch": torch.__version__}
+            "commit": commit, "torch": torch.__version__, "repeat": REPEAT}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
