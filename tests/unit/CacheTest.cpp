@@ -174,6 +174,26 @@ TEST_CASE("a source with a pair kernel keeps both modules, on disk too; a damage
   REQUIRE(again);
   CHECK(again.source == CacheSource::Compiled);
   CHECK(again.binary->pairCubin == cold.binary->pairCubin);
+  {
+    // The same entry rewritten as one of a single cubin (its pair lines and
+    // bytes gone): valid on its own, but not for a pair program's key.
+    std::ifstream in(entryPath(cache), std::ios::binary);
+    std::stringstream whole;
+    whole << in.rdbuf();
+    std::string text = whole.str(), kept;
+    const size_t body = text.find("\n\n") + 2;
+    std::istringstream header(text.substr(0, body));
+    for (std::string line; std::getline(header, line);)
+      if (line.rfind("pair_", 0) != 0)
+        kept += line + "\n";
+    in.close();
+    std::ofstream out(entryPath(cache), std::ios::binary | std::ios::trunc);
+    out << kept << text.substr(body, cold.binary->cubin.size());
+  }
+  CacheLookup single = KernelCache(dir.path).get(src, "k", options);
+  REQUIRE(single);
+  CHECK(single.source == CacheSource::Compiled);
+  CHECK(single.binary->pairCubin == cold.binary->pairCubin);
 }
 
 TEST_CASE("8 processes asking for one kernel compile it once and leave one valid entry",
