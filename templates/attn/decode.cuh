@@ -174,9 +174,9 @@ ATTN_DEVICE RowMerge merge_parts(int parts, PartM m_of, PartL l_of) {
 template <class Cfg>
 struct DecodeScratch {
   static constexpr int kWarps = Cfg::kThreads / 32, kD = Cfg::kHeadDim;
-  static constexpr int kStride = kD + (40 - kD % 32) % 32;
-  static constexpr int kMaxBlocks = 16; ///< a cluster's blocks at most (Kernel::mergesInCluster)
-  static constexpr int kFloats = kWarps * 16 * (kStride + 2) + 16 * 2 + 16 * kMaxBlocks + 16 * 2;
+  static constexpr int kStride = decodeScratchStride(kD);
+  static constexpr int kMaxBlocks = kDecodeClusterBlocks; ///< a cluster's blocks at most
+  static constexpr int kFloats = decodeScratchFloats(kWarps, kD); // (params.cuh)
   /// The floats the K/V stages hold, where the scratch lives after the loop.
   static constexpr int kStageFloats =
       Cfg::kStages * 2 * Cfg::kTileKV * kD * static_cast<int>(sizeof(typename Cfg::Elem)) / 4;

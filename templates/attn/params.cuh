@@ -60,6 +60,23 @@ struct LaunchShape {
   int pair_shared_bytes = 0; ///< decode, sm_90a: "<name>_pair" runs two splits per block of 2 * threads
 };
 
+/// A decode block's merge scratch (DecodeScratch in decode.cuh), in floats,
+/// for `warps` warps and head_dim `d`: each warp's 16 rows of d at the padded
+/// stride decodeScratchStride(d) with (m, l) per row, the block's (m, l), a
+/// cluster's weight per row and block (up to kDecodeClusterBlocks) and its
+/// (m, l). The emitter sizes the pair kernel's shared memory by it too
+/// (decodePairSharedBytes). Plain C++, evaluated at compile time on both sides.
+#ifdef __CUDACC__
+#define ATTN_CONSTEXPR_HD __host__ __device__ constexpr
+#else
+#define ATTN_CONSTEXPR_HD constexpr
+#endif
+constexpr int kDecodeClusterBlocks = 16; ///< a cluster's blocks at most (Kernel::mergesInCluster)
+ATTN_CONSTEXPR_HD int decodeScratchStride(int d) { return d + (40 - d % 32) % 32; }
+ATTN_CONSTEXPR_HD int decodeScratchFloats(int warps, int d) {
+  return warps * 16 * (decodeScratchStride(d) + 2) + 16 * 2 + 16 * kDecodeClusterBlocks + 16 * 2;
+}
+
 /// Defined (-D) when a decode source is compiled for its "<name>_pair" kernel
 /// alone, undefined for the others (LaunchShape::pair_shared_bytes > 0).
 constexpr const char kPairProgramMacro[] = "ATTN_PAIR_PROGRAM";

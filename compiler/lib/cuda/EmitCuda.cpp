@@ -421,8 +421,7 @@ int64_t decodePairSharedBytes(const Spec &spec, int threads) {
   const int64_t elem = bytesPerElement(spec.dtype);
   const int64_t d = spec.head_dim, stageBytes = kvStages(spec) * 2 * spec.tile_kv * d * elem;
   const int64_t bytes = 16 * d * elem + 2 * stageBytes;
-  const int64_t warps = 2 * threads / 32, stride = d + (40 - d % 32) % 32;
-  const int64_t scratchFloats = warps * 16 * (stride + 2) + 16 * 2 + 16 * 16 + 16 * 2;
+  const int64_t scratchFloats = kernel::decodeScratchFloats(2 * threads / 32, static_cast<int>(d));
   if (bytes > sharedMemoryLimit(spec.target) || scratchFloats * 4 > stageBytes)
     return 0;
   return bytes;
