@@ -445,7 +445,12 @@ int runGpu(const RunOptions &o) {
   auto t0 = std::chrono::steady_clock::now();
   if (!k.kernel->launch(dev->args, nullptr, error))
     return fail(error);
-  if (CUresult rc = cu->cuCtxSynchronize(); rc != CUDA_SUCCESS)
+  CUresult rc;
+  {
+    const harness::StuckGuard guard(spec.symbol());
+    rc = cu->cuCtxSynchronize();
+  }
+  if (rc != CUDA_SUCCESS)
     return fail(cu->describe(rc, "the kernel"));
   const double runSeconds = secondsSince(t0);
   auto outs = harness::downloadOutputs(*dev, batch, error);

@@ -21,7 +21,9 @@
 // a step, is marked OUTPUT DIFFERS and makes the exit 1); --rows takes
 // only the prefill or the decode rows (e.g. under a profiler); --decode-row
 // times the given decode shapes (batch, query heads, KV heads, KV length)
-// instead of the benchmark's five. Exit 0: all within bounds; 1: a failure;
+// instead of the benchmark's five. A kernel that has not finished after 120 s
+// ($ATTNC_KERNEL_TIMEOUT_S) stops the run with a line saying what it waited
+// on (tests/reference/Watchdog.h). Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
 //===----------------------------------------------------------------------===//
@@ -55,6 +57,13 @@ struct Gpu {
       std::system(("rm -rf '" + cacheDir + "'").c_str());
   }
 };
+
+/// Waits for the check's stream; a kernel that never finishes ends the
+/// process with a line saying so (harness::StuckGuard).
+CUresult sync(Gpu &g) {
+  const harness::StuckGuard guard("a checked kernel");
+  return g.cu->cuStreamSynchronize(g.stream);
+}
 
 struct Outcome {
   harness::Errors errors;
@@ -145,7 +154,7 @@ Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick,
   }
   if (!k.kernel->launch(dev->args, g.stream, res.error))
     return res;
-  CUresult rc = g.cu->cuStreamSynchronize(g.stream);
+  CUresult rc = sync(g);
   if (rc != CUDA_SUCCESS) {
     res.error = g.cu->describe(rc, "the kernel");
     return res;
@@ -197,7 +206,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     const size_t outBytes = size_t(dev->args.total_q) * dev->args.num_q_heads * spec.head_dim * 2;
     std::string error;
     bool ok = k.kernel->launch(dev->args, g.stream, error) &&
-              g.cu->cuStreamSynchronize(g.stream) == CUDA_SUCCESS;
+              sync(g) == CUDA_SUCCESS;
     const std::vector<char> direct = readBack(g.cu, dev->args.o, outBytes);
 
     // Captured in a graph, replayed twice into a poisoned output.
@@ -213,7 +222,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     for (int i = 0; i < 2 && rc == CUDA_SUCCESS && launched; ++i)
       rc = g.cu->cuGraphLaunch(exec, g.stream);
     if (rc == CUDA_SUCCESS)
-      rc = g.cu->cuStreamSynchronize(g.stream);
+      rc = sync(g);
     const bool same = readBack(g.cu, dev->args.o, outBytes) == direct;
     report(std::string(text) + ": graph capture + 2 replays", ok && launched && rc == CUDA_SUCCESS && same,
            rc != CUDA_SUCCESS ? g.cu->describe(rc, "the graph") : !same ? "outputs differ" : error);
@@ -255,7 +264,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     for (auto &[want, args] : bad) {
       std::string why;
       const bool refused = !k.kernel->launch(args, g.stream, why);
-      g.cu->cuStreamSynchronize(g.stream);
+      sync(g);
       const bool untouched = readBack(g.cu, dev->args.o, outBytes) == std::vector<char>(outBytes, char(0xff));
       report(std::string(text) + ": refuses \"" + want + "\"",
              refused && why.find(want) != std::string::npos && untouched, why);
@@ -270,7 +279,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
       g.cu->cuMemcpyHtoD(dev->args.block_table, broken.data(), broken.size() * 4);
       const std::string found = k.kernel->checkDeviceArguments(dev->args, g.stream);
       bool ran = k.kernel->launch(dev->args, g.stream, error) &&
-                 g.cu->cuStreamSynchronize(g.stream) == CUDA_SUCCESS;
+                 sync(g) == CUDA_SUCCESS;
       report(std::string(text) + ": checking mode finds a page outside the cache",
              found.find("block_table[0][0]") != std::string::npos && ran, found);
       g.cu->cuMemcpyHtoD(dev->args.block_table, table.data(), table.size() * 4);

@@ -12,6 +12,7 @@
 #define ATTNC_TESTS_GPUHARNESS_H
 
 #include "Harness.h"
+#include "Watchdog.h"
 #include "attnc/Kernel.h"
 
 #include <algorithm>
@@ -305,7 +306,8 @@ inline std::unique_ptr<DeviceBatch> benchBatch(const CudaDriver *cu, const Spec 
 /// starts with an L2 that holds none of its inputs and is full of another
 /// kernel's dirty lines, so the two harnesses time kernels alike (without
 /// it, a decode kernel reading 256 MiB measured 5-10 % faster here than
-/// through bench.py).
+/// through bench.py). A kernel that never finishes ends the process
+/// (Watchdog.h).
 template <typename Launch>
 double medianMs(const CudaDriver *cu, CUstream stream, Launch launch) {
   constexpr size_t kFlushBytes = size_t(256) << 20;
@@ -316,6 +318,7 @@ double medianMs(const CudaDriver *cu, CUstream stream, Launch launch) {
   cu->cuEventCreate(&start, 0);
   cu->cuEventCreate(&stop, 0);
   std::vector<float> times;
+  const StuckGuard guard("a timed kernel (13 launches)");
   for (int it = 0; it < 13; ++it) {
     if (flush)
       cu->cuMemsetD8Async(flush, 0, kFlushBytes, stream);
