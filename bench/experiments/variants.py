@@ -4,19 +4,21 @@
   variants.py prefill-ws OUTDIR
       the warp-specialised prefill block (prefill_ws.cu.in), head_dim 128,
       no mask and causal, in the configurations the README's table names
-  variants.py prefill-kv-split EMITTED.cu OUT.cu
+  variants.py prefill-kv-split EMITTED.cu OUTDIR
       an emitted one-stage wgmma prefill kernel (`attnc emit --spec
       mode=prefill,head_dim=128 --stage cuda`) whose next K tile loads once
-      every warp's S = Q K^T is done and whose next V tile once P V is
+      every warp's S = Q K^T is done and whose next V tile once P V is; as
+      emitted (kv_split.cu) and held to three blocks per SM (kv_split_3_blocks.cu)
   variants.py decode-prefetch EMITTED.cu OUTDIR
       an emitted paged decode kernel (`attnc emit --spec
       mode=decode,page_size=16,gqa=4 --stage cuda`) that also prefetches K/V
       tiles into L2 ahead of their shared-memory copies
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
-which checks its output against the emitted kernel's before timing it. The
-edits find their places by text in the emitted source of the commit named in
-the README; an anchor that is not there stops the script with its name.
+which times it on its spec's rows and checks its output against the emitted
+kernel's on the same inputs. The edits find their places by text in the
+emitted source of the commit named in the README; a source without one of
+them is refused with the place named, and nothing is written.
 """
 import os
 import sys
@@ -24,31 +26,58 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def replace_once(text, anchor, new, what):
+class Refused(Exception):
+    """Bad input: the message says what, and nothing has been written."""
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise Refused("cannot read %s: %s" % (path, e.strerror))
+
+
+def write_all(outdir, files):
+    """Writes {name: text} into outdir (made if missing)."""
+    try:
+        os.makedirs(outdir, exist_ok=True)
+        for name, text in files.items():
+            with open(os.path.join(outdir, name), "w") as f:
+                f.write(text)
+    except OSError as e:
+        raise Refused("cannot write into %s: %s" % (outdir, e.strerror))
+
+
+def replace_once(text, anchor, new, what, path):
     if anchor not in text:
-        sys.exit("variants.py: the emitted source has no %s; was it emitted by another attnc?" % what)
+        raise Refused("%s has no %s: not the kernel this command edits, or emitted by another attnc" % (path, what))
     return text.replace(anchor, new, 1)
 
 
 def prefill_ws(outdir):
-    template = open(os.path.join(HERE, "prefill_ws.cu.in")).read()
-    os.makedirs(outdir, exist_ok=True)
-    # (name, tile_kv, stages, WS_REGS, WS_OVERLAP)
-    configs = [("ws288_kv64_s2", 64, 2, 0, 0), ("ws288_kv64_s4", 64, 4, 0, 0),
-               ("ws288_kv128_s2", 128, 2, 0, 0), ("ws288_kv128_s3", 128, 3, 0, 0),
-               ("ws384_kv64_s4", 64, 4, 1, 0), ("ws384_kv128_s3", 128, 3, 1, 0),
-               ("ws384_overlap_kv64_s4", 64, 4, 1, 1)]
+    template = read(os.path.join(HERE, "prefill_ws.cu.in"))
+    # (name, tile_kv, stages, registers of the producer and the consumers (none: 288
+    # threads, no setmaxnreg), WS_OVERLAP)
+    configs = [("ws288_kv64_s2", 64, 2, None, 0), ("ws288_kv64_s4", 64, 4, None, 0),
+               ("ws288_kv128_s2", 128, 2, None, 0), ("ws288_kv128_s3", 128, 3, None, 0),
+               ("ws384_r56_kv64_s4", 64, 4, (56, 224), 0), ("ws384_r56_kv128_s3", 128, 3, (56, 224), 0),
+               ("ws384_r56_overlap_kv64_s4", 64, 4, (56, 224), 1),
+               ("ws384_r72_kv64_s4", 64, 4, (72, 216), 0), ("ws384_r72_kv128_s3", 128, 3, (72, 216), 0),
+               ("ws384_r72_overlap_kv64_s4", 64, 4, (72, 216), 1)]
+    files = {}
     for mask, kmask, sym in [("none", "kMaskNone", "nomask"), ("causal", "kMaskCausal", "causal")]:
         for name, tkv, stages, regs, overlap in configs:
-            threads = 384 if regs else 288
             smem = 128 * 128 * 2 + stages * 2 * tkv * 128 * 2 + 16 * stages
+            producer, consumers = regs or (0, 0)
             text = template
             for key, value in [("@TKV@", tkv), ("@MASKSYM@", sym), ("@MASK@", mask), ("@KMASK@", kmask),
-                               ("@STAGES@", stages), ("@SMEM@", smem), ("@THREADS@", threads),
-                               ("@REGS@", regs), ("@OVERLAP@", overlap)]:
+                               ("@STAGES@", stages), ("@SMEM@", smem), ("@THREADS@", 384 if regs else 288),
+                               ("@REGS@", 1 if regs else 0), ("@PRODUCER_REGS@", producer),
+                               ("@CONSUMER_REGS@", consumers), ("@OVERLAP@", overlap)]:
                 text = text.replace(key, str(value))
-            with open(os.path.join(outdir, "%s_%s.cu" % (name, sym)), "w") as f:
-                f.write(text)
+            files["%s_%s.cu" % (name, sym)] = text
+    write_all(outdir, files)
 
 
 KV_SPLIT_LOOP = r'''  // bench/experiments: the next tile's K loads once every warp's S = Q K^T of this one
@@ -90,15 +119,21 @@ KV_SPLIT_LOOP = r'''  // bench/experiments: the next tile's K loads once every w
 '''
 
 
-def prefill_kv_split(emitted, out):
-    text = open(emitted).read()
+def prefill_kv_split(emitted, outdir):
+    text = read(emitted)
     start = "  // attn-online-softmax: the query tile is loaded once"
     end = "  // attn-online-softmax: normalise once"
-    if start not in text or end not in text:
-        sys.exit("variants.py: %s is not a one-stage wgmma prefill kernel of this attnc" % emitted)
+    bounds = "__launch_bounds__(Cfg::kThreads, 1)"
+    for anchor, what in [(start, "query tile's load"), (end, "normalisation"), (bounds, "launch bounds")]:
+        replace_once(text, anchor, anchor, what, emitted)
     a, b = text.index(start), text.index(end)
-    with open(out, "w") as f:
-        f.write(text[:a] + KV_SPLIT_LOOP + text[b:])
+    if b < a:
+        raise Refused("%s: its normalisation comes before the query tile's load" % emitted)
+    if "kStages = 1;" not in text:
+        raise Refused("%s is not a one-stage kernel (the edit keeps one stage of K and one of V)" % emitted)
+    split = text[:a] + KV_SPLIT_LOOP + text[b:]
+    write_all(outdir, {"kv_split.cu": split,
+                       "kv_split_3_blocks.cu": split.replace(bounds, "__launch_bounds__(Cfg::kThreads, 3)")})
 
 
 PREFETCH_HELPER = r'''
@@ -128,50 +163,60 @@ __device__ __forceinline__ void prefetch_tile(const Cache &kv, int tile, const L
 
 
 def decode_prefetch(emitted, outdir):
-    src = open(emitted).read()
-    os.makedirs(outdir, exist_ok=True)
+    src = read(emitted)
+    files = {}
     # (name, tiles prefetched beyond the shared-memory copies, bulk, only the last N blocks)
     configs = [("table3", 0, 0, 0), ("pf1", 1, 0, 0), ("pf1_bulk", 1, 1, 0), ("pf2_bulk", 2, 1, 0),
                ("pf1_bulk_last264", 1, 1, 264), ("pf2_bulk_last264", 2, 1, 264)]
     for name, ahead, bulk, tail in configs:
         s = replace_once(src, "static constexpr int kTableAhead = 2;",
-                         "static constexpr int kTableAhead = %d;" % (ahead + 2 if ahead else 3), "kTableAhead = 2")
+                         "static constexpr int kTableAhead = %d;" % (ahead + 2 if ahead else 3), "kTableAhead = 2", emitted)
         s = replace_once(s, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n#define PF_AHEAD %d\n'
-                         "#define PF_BULK %d\n#define PF_LAST %d\n" % (ahead, bulk, tail), "decode.cuh include")
+                         "#define PF_BULK %d\n#define PF_LAST %d\n" % (ahead, bulk, tail), "decode.cuh include", emitted)
         s = replace_once(s, "namespace {\n/// The whole block", PREFETCH_HELPER + "\nnamespace {\n/// The whole block",
-                         "BlockCfg")
+                         "BlockCfg", emitted)
         s = replace_once(s, "  using Copy = PageRuns<Cfg>;\n", "  using Copy = PageRuns<Cfg>;\n"
                          "  const unsigned pf_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);\n"
                          "  const bool pf_on = PF_AHEAD > 0 &&\n"
                          "                     (PF_LAST == 0 || pf_block + PF_LAST >= gridDim.x * gridDim.y * gridDim.z);\n",
-                         "PageRuns copy")
+                         "PageRuns copy", emitted)
         start = "    // attn-online-softmax: m = -inf, l = 0, acc = 0; each warp takes 16 keys of every tile.\n"
         s = replace_once(s, start, "#if PF_AHEAD > 0\n    if (pf_on) // the tiles after the first copies\n"
                          "#pragma unroll\n      for (int i = 0; i < PF_AHEAD; ++i)\n"
                          "        if (mine.lo + Cfg::kStages - 1 + i < mine.hi)\n"
                          "          prefetch_tile(kv, mine.lo + Cfg::kStages - 1 + i, next[i], tid, kv_head);\n#endif\n"
-                         + start, "the state's initialisation")
+                         + start, "the state's initialisation", emitted)
         shift = "      next[Cfg::kTableAhead - 1] = Copy::Lookups(kv, (ahead + Cfg::kTableAhead) * Cfg::kTileKV);\n"
         s = replace_once(s, shift, shift + "#if PF_AHEAD > 0\n      if (pf_on && ahead + PF_AHEAD < mine.hi)\n"
                          "        prefetch_tile(kv, ahead + PF_AHEAD, next[PF_AHEAD - 1], tid, kv_head);\n#endif\n",
-                         "the table ring's shift")
-        with open(os.path.join(outdir, "decode_%s.cu" % name), "w") as f:
-            f.write(s)
+                         "the table ring's shift", emitted)
+        files["decode_%s.cu" % name] = s
+    write_all(outdir, files)
+
+
+USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
+         " decode-prefetch EMITTED.cu OUTDIR (--help for more)")
+COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
+            "decode-prefetch": (decode_prefetch, 2)}
 
 
 def main(argv):
     if len(argv) >= 2 and argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0
-    if len(argv) == 3 and argv[1] == "prefill-ws":
-        prefill_ws(argv[2])
-    elif len(argv) == 4 and argv[1] == "prefill-kv-split":
-        prefill_kv_split(argv[2], argv[3])
-    elif len(argv) == 4 and argv[1] == "decode-prefetch":
-        decode_prefetch(argv[2], argv[3])
-    else:
-        sys.stderr.write(__doc__)
+    if len(argv) < 2 or argv[1] not in COMMANDS:
+        what = "no command" if len(argv) < 2 else "'%s' is not a command" % argv[1]
+        sys.stderr.write("variants.py: %s\n%s\n" % (what, USAGE))
         return 2
+    command, nargs = COMMANDS[argv[1]]
+    if len(argv) != 2 + nargs:
+        sys.stderr.write("variants.py %s takes %d argument%s\n%s\n" % (argv[1], nargs, "s" if nargs > 1 else "", USAGE))
+        return 2
+    try:
+        command(*argv[2:])
+    except Refused as e:
+        sys.stderr.write("variants.py: %s\n" % e)
+        return 1
     return 0
 
 

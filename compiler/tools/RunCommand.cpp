@@ -447,6 +447,7 @@ int runGpu(const RunOptions &o) {
     return fail(error);
   CUresult rc;
   {
+    llvm::outs().flush(); // what was printed stays if the watchdog stops the process
     const harness::StuckGuard guard(spec.symbol());
     rc = cu->cuCtxSynchronize();
   }

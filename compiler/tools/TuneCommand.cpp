@@ -173,6 +173,7 @@ int tune(const TuneOptions &o) {
     std::vector<uint16_t> out(outElems);
     CUresult rc;
     {
+      llvm::outs().flush(); // what was printed stays if the watchdog stops the process
       const harness::StuckGuard guard(c.spec.str()); // the copy waits for the kernel
       rc = cu->cuMemcpyDtoH(out.data(), a.o, outElems * 2);
     }
@@ -184,7 +185,7 @@ int tune(const TuneOptions &o) {
       c.status = "output differs from the built-in's (" + std::to_string(err) + ")";
       continue;
     }
-    c.ms = harness::medianMs(cu, stream, [&] { k.kernel->launch(a, stream, error); });
+    c.ms = harness::medianMs(cu, stream, [&] { k.kernel->launch(a, stream, error); }, c.spec.str());
   }
   if (cands[0].ms <= 0)
     return fail("the built-in configuration did not run: " + cands[0].status);

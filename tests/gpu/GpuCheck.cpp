@@ -21,9 +21,9 @@
 // a step, is marked OUTPUT DIFFERS and makes the exit 1); --rows takes
 // only the prefill or the decode rows (e.g. under a profiler); --decode-row
 // times the given decode shapes (batch, query heads, KV heads, KV length)
-// instead of the benchmark's five. A kernel that has not finished after 120 s
-// ($ATTNC_KERNEL_TIMEOUT_S) stops the run with a line saying what it waited
-// on (tests/reference/Watchdog.h). Exit 0: all within bounds; 1: a failure;
+// instead of the benchmark's five. A launch that has not finished after 120 s
+// ($ATTNC_KERNEL_TIMEOUT_S; 0 or off: no limit) stops the run with a line
+// naming what it waited on (tests/reference/Watchdog.h). Exit 0: all within bounds; 1: a failure;
 // 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
 //
 //===----------------------------------------------------------------------===//
@@ -59,9 +59,9 @@ struct Gpu {
 };
 
 /// Waits for the check's stream; a kernel that never finishes ends the
-/// process with a line saying so (harness::StuckGuard).
-CUresult sync(Gpu &g) {
-  const harness::StuckGuard guard("a checked kernel");
+/// process with a line naming `what` (harness::StuckGuard).
+CUresult sync(Gpu &g, const std::string &what) {
+  const harness::StuckGuard guard(what);
   return g.cu->cuStreamSynchronize(g.stream);
 }
 
@@ -154,7 +154,7 @@ Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick,
   }
   if (!k.kernel->launch(dev->args, g.stream, res.error))
     return res;
-  CUresult rc = sync(g);
+  CUresult rc = sync(g, spec.str());
   if (rc != CUDA_SUCCESS) {
     res.error = g.cu->describe(rc, "the kernel");
     return res;
@@ -206,7 +206,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     const size_t outBytes = size_t(dev->args.total_q) * dev->args.num_q_heads * spec.head_dim * 2;
     std::string error;
     bool ok = k.kernel->launch(dev->args, g.stream, error) &&
-              sync(g) == CUDA_SUCCESS;
+              sync(g, text) == CUDA_SUCCESS;
     const std::vector<char> direct = readBack(g.cu, dev->args.o, outBytes);
 
     // Captured in a graph, replayed twice into a poisoned output.
@@ -222,7 +222,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     for (int i = 0; i < 2 && rc == CUDA_SUCCESS && launched; ++i)
       rc = g.cu->cuGraphLaunch(exec, g.stream);
     if (rc == CUDA_SUCCESS)
-      rc = sync(g);
+      rc = sync(g, text);
     const bool same = readBack(g.cu, dev->args.o, outBytes) == direct;
     report(std::string(text) + ": graph capture + 2 replays", ok && launched && rc == CUDA_SUCCESS && same,
            rc != CUDA_SUCCESS ? g.cu->describe(rc, "the graph") : !same ? "outputs differ" : error);
@@ -264,7 +264,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
     for (auto &[want, args] : bad) {
       std::string why;
       const bool refused = !k.kernel->launch(args, g.stream, why);
-      sync(g);
+      sync(g, text);
       const bool untouched = readBack(g.cu, dev->args.o, outBytes) == std::vector<char>(outBytes, char(0xff));
       report(std::string(text) + ": refuses \"" + want + "\"",
              refused && why.find(want) != std::string::npos && untouched, why);
@@ -279,7 +279,7 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
       g.cu->cuMemcpyHtoD(dev->args.block_table, broken.data(), broken.size() * 4);
       const std::string found = k.kernel->checkDeviceArguments(dev->args, g.stream);
       bool ran = k.kernel->launch(dev->args, g.stream, error) &&
-                 sync(g) == CUDA_SUCCESS;
+                 sync(g, text) == CUDA_SUCCESS;
       report(std::string(text) + ": checking mode finds a page outside the cache",
              found.find("block_table[0][0]") != std::string::npos && ran, found);
       g.cu->cuMemcpyHtoD(dev->args.block_table, table.data(), table.size() * 4);
@@ -323,8 +323,8 @@ int jitTimings(Gpu &g, const std::vector<std::string> &specs) {
 
 /// Median milliseconds of `launch` on the check's stream (harness::medianMs).
 template <typename Launch>
-double medianMs(Gpu &g, Launch launch) {
-  return harness::medianMs(g.cu, g.stream, launch);
+double medianMs(Gpu &g, const std::string &what, Launch launch) {
+  return harness::medianMs(g.cu, g.stream, launch, what);
 }
 
 /// A kernel compiled from a CUDA source given on the command line: one
@@ -471,7 +471,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
     b.workspace = b.workspace_bytes ? d.upload(nullptr, b.workspace_bytes) : 0;
     std::string error;
     SourceRun run;
-    run.ms = medianMs(g, [&] { src.kernel->launch(b, g.stream, error); });
+    run.ms = medianMs(g, src.label, [&] { src.kernel->launch(b, g.stream, error); });
     run.splits = splitsText(*src.kernel, b);
     const double diff = relativeDifference(g, b.o, d.args.o, outElems);
     run.ok = error.empty() && diff < 1e-2;
@@ -507,7 +507,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
             harness::DeviceBatch &d = *dev;
             AttentionArgs &a = d.args;
             std::string error;
-            const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
+            const double ms = medianMs(g, kernel->spec().str(), [&] { kernel->launch(a, g.stream, error); });
             if (!error.empty() || !d.error.empty()) {
               std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
               return 1;
@@ -568,7 +568,7 @@ int bench(Gpu &g, const std::vector<std::string> &variants,
         a.workspace_bytes = kernel->workspaceBytes(a);
         a.workspace = a.workspace_bytes ? d.upload(nullptr, a.workspace_bytes) : 0;
         std::string error;
-        const double ms = medianMs(g, [&] { kernel->launch(a, g.stream, error); });
+        const double ms = medianMs(g, kernel->spec().str(), [&] { kernel->launch(a, g.stream, error); });
         if (!error.empty() || !d.error.empty()) {
           std::printf("launch failed: %s%s\n", error.c_str(), d.error.c_str());
           return 1;
@@ -647,6 +647,8 @@ int main(int argc, char **argv) {
     char tmpl[] = "/tmp/attnc-gpu-check.XXXXXX";
     if (const char *dir = mkdtemp(tmpl)) {
       g.cacheDir = dir;
+      // A kernel that never finishes stops the process; the cache goes with it.
+      harness::StuckGuard::atStop([path = g.cacheDir] { std::system(("rm -rf '" + path + "'").c_str()); });
       g.rt = Runtime::create(error, dir); // a fresh cache: every kernel compiles
     } else {
       error = "cannot create a temporary kernel cache in /tmp";

@@ -306,10 +306,11 @@ inline std::unique_ptr<DeviceBatch> benchBatch(const CudaDriver *cu, const Spec 
 /// starts with an L2 that holds none of its inputs and is full of another
 /// kernel's dirty lines, so the two harnesses time kernels alike (without
 /// it, a decode kernel reading 256 MiB measured 5-10 % faster here than
-/// through bench.py). A kernel that never finishes ends the process
-/// (Watchdog.h).
+/// through bench.py). A launch that does not finish ends the process with a
+/// line naming `what` (Watchdog.h).
 template <typename Launch>
-double medianMs(const CudaDriver *cu, CUstream stream, Launch launch) {
+double medianMs(const CudaDriver *cu, CUstream stream, Launch launch,
+                const std::string &what = "a timed launch") {
   constexpr size_t kFlushBytes = size_t(256) << 20;
   CUdeviceptr flush = 0;
   if (cu->cuMemAlloc(&flush, kFlushBytes) != CUDA_SUCCESS)
@@ -318,14 +319,16 @@ double medianMs(const CudaDriver *cu, CUstream stream, Launch launch) {
   cu->cuEventCreate(&start, 0);
   cu->cuEventCreate(&stop, 0);
   std::vector<float> times;
-  const StuckGuard guard("a timed kernel (13 launches)");
   for (int it = 0; it < 13; ++it) {
     if (flush)
       cu->cuMemsetD8Async(flush, 0, kFlushBytes, stream);
     cu->cuEventRecord(start, stream);
     launch();
     cu->cuEventRecord(stop, stream);
-    cu->cuEventSynchronize(stop);
+    {
+      const StuckGuard guard(what); // each launch has the whole limit
+      cu->cuEventSynchronize(stop);
+    }
     float ms = 0;
     cu->cuEventElapsedTime(&ms, start, stop);
     if (it >= 3)

@@ -5,50 +5,65 @@
 // cannot cancel a running kernel; ending the process ends it. While a
 // StuckGuard lives, a watchdog thread ends the process (exit status 1) with a
 // line naming what was waited on, once the guard has lived longer than
-// kernelTimeoutSeconds(): 120 s, or $ATTNC_KERNEL_TIMEOUT_S. The timed and
-// checked launches of attn-gpu-check, `attnc run --target gpu` and `attnc
-// tune` wait under one.
+// kernelTimeoutSeconds(): 120 s, or $ATTNC_KERNEL_TIMEOUT_S (0 or `off`: no
+// limit, e.g. under a profiler that replays kernels). attn-gpu-check, `attnc
+// run --target gpu` and `attnc tune` wait for each launch under one.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef ATTNC_TESTS_WATCHDOG_H
 #define ATTNC_TESTS_WATCHDOG_H
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 
 namespace attn::harness {
 
-/// Seconds a guarded wait may take: $ATTNC_KERNEL_TIMEOUT_S (a number above
-/// 0), else 120. A value that is not one is said once, and 120 is used.
+/// Seconds a guarded wait may take: $ATTNC_KERNEL_TIMEOUT_S, else 120; 0
+/// when there is no limit ($ATTNC_KERNEL_TIMEOUT_S = 0 or off). A value that
+/// is none of these is said once, and 120 is used.
 inline double kernelTimeoutSeconds() {
   static const double seconds = [] {
     constexpr double kDefault = 120;
     const char *env = std::getenv("ATTNC_KERNEL_TIMEOUT_S");
-    if (!env || !*env)
+    std::string text = env ? env : "";
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+      text.pop_back();
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+      text.erase(text.begin());
+    if (text.empty())
       return kDefault;
+    if (text == "off")
+      return 0.0;
     char *end = nullptr;
-    const double v = std::strtod(env, &end);
-    if (*end != '\0' || !(v > 0) || v > 1e6) {
-      std::fprintf(stderr, "ATTNC_KERNEL_TIMEOUT_S = '%s' is not a number of seconds above 0; using %g\n", env,
-                   kDefault);
+    const double v = std::strtod(text.c_str(), &end);
+    if (*end != '\0' || std::isnan(v) || v < 0) {
+      std::fprintf(stderr,
+                   "ATTNC_KERNEL_TIMEOUT_S = '%s' is not a number of seconds (0 or off: no limit); using %g\n",
+                   env, kDefault);
       return kDefault;
     }
-    return v;
+    return v > 1e7 ? 0.0 : v; // beyond 115 days: no limit
   }();
   return seconds;
 }
 
-/// Arms the watchdog for what it names until it is destroyed (guards do not
-/// nest: the latest one is watched).
+/// Arms the watchdog for what it names until it is destroyed. Guards are
+/// not nested: while one lives, no other is made (a second would replace
+/// it, and the first be unwatched once the second ends).
 class StuckGuard {
 public:
   explicit StuckGuard(std::string what) {
+    if (kernelTimeoutSeconds() == 0)
+      return; // no limit: nothing to watch
     State &s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     generation_ = ++s.generation;
@@ -60,6 +75,8 @@ public:
     s.changed.notify_all();
   }
   ~StuckGuard() {
+    if (generation_ == 0)
+      return; // never armed
     State &s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.generation == generation_) {
@@ -70,6 +87,14 @@ public:
   StuckGuard(const StuckGuard &) = delete;
   StuckGuard &operator=(const StuckGuard &) = delete;
 
+  /// Runs `cleanup` (say, removing a temporary folder) before the watchdog
+  /// ends the process; the latest one given is run.
+  static void atStop(std::function<void()> cleanup) {
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.cleanup = std::move(cleanup);
+  }
+
 private:
   struct State {
     std::mutex mutex;
@@ -78,6 +103,7 @@ private:
     unsigned long generation = 0;
     std::string what;
     std::chrono::steady_clock::time_point deadline;
+    std::function<void()> cleanup;
   };
   /// Never destroyed (the watchdog thread may still wait on it at exit), and
   /// its thread started with it.
@@ -96,12 +122,14 @@ private:
       const unsigned long generation = s.generation;
       if (s.changed.wait_until(lock, s.deadline, [&] { return !s.armed || s.generation != generation; }))
         continue; // disarmed, or a newer guard with its own deadline
+      std::fflush(stdout); // what was printed before comes before the line
       std::fprintf(stderr,
                    "stopped: %s has not finished after %g s (a kernel that never ends? "
-                   "$ATTNC_KERNEL_TIMEOUT_S sets the limit)\n",
+                   "$ATTNC_KERNEL_TIMEOUT_S sets the limit, 0 or off for none)\n",
                    s.what.c_str(), kernelTimeoutSeconds());
-      std::fflush(stdout);
       std::fflush(stderr);
+      if (s.cleanup)
+        s.cleanup();
       std::_Exit(1);
     }
   }

@@ -1,11 +1,12 @@
 //===- WatchdogProbe.cpp - A wait that outlives harness::StuckGuard -------===//
 //
-//   attn-watchdog-probe SECONDS
+//   attn-watchdog-probe GUARDED [AFTER]
 //
-// Waits SECONDS under a StuckGuard, as attn-gpu-check waits for a kernel,
-// then prints "finished". With $ATTNC_KERNEL_TIMEOUT_S below SECONDS the
-// watchdog must stop it first, with its line and exit status 1
-// (tests/unit/CMakeLists.txt checks both outcomes).
+// Waits GUARDED seconds under a StuckGuard, as attn-gpu-check waits for a
+// kernel, then AFTER seconds with no guard, then prints "finished". With
+// $ATTNC_KERNEL_TIMEOUT_S below GUARDED the watchdog must stop it first, with
+// its line and exit status 1; below AFTER only, it must not (the guard's end
+// disarmed it). tests/unit/CMakeLists.txt checks these outcomes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,19 +18,16 @@
 #include <thread>
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: attn-watchdog-probe SECONDS\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: attn-watchdog-probe GUARDED [AFTER]\n");
     return 2;
   }
-  const double seconds = std::atof(argv[1]);
+  auto wait = [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); };
   {
     const attn::harness::StuckGuard guard("the probe's wait");
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    wait(std::atof(argv[1]));
   }
-  // A second guard after the first has ended is watched afresh.
-  {
-    const attn::harness::StuckGuard guard("the probe's second wait");
-  }
+  wait(argc == 3 ? std::atof(argv[2]) : 0.0);
   std::printf("finished\n");
   return 0;
 }
