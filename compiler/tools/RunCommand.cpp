@@ -445,13 +445,9 @@ int runGpu(const RunOptions &o) {
   auto t0 = std::chrono::steady_clock::now();
   if (!k.kernel->launch(dev->args, nullptr, error))
     return fail(error);
-  CUresult rc;
-  {
-    llvm::outs().flush(); // what was printed stays if the watchdog stops the process
-    const harness::StuckGuard guard(spec.symbol());
-    rc = cu->cuCtxSynchronize();
-  }
-  if (rc != CUDA_SUCCESS)
+  llvm::outs().flush(); // what was printed stays if the watchdog stops the process
+  if (CUresult rc = harness::guarded(spec.symbol(), [&] { return cu->cuCtxSynchronize(); });
+      rc != CUDA_SUCCESS)
     return fail(cu->describe(rc, "the kernel"));
   const double runSeconds = secondsSince(t0);
   auto outs = harness::downloadOutputs(*dev, batch, error);

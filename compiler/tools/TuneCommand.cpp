@@ -171,13 +171,10 @@ int tune(const TuneOptions &o) {
     if (!k.kernel->launch(a, stream, error))
       return fail(c.spec.str() + ": " + error);
     std::vector<uint16_t> out(outElems);
-    CUresult rc;
-    {
-      llvm::outs().flush(); // what was printed stays if the watchdog stops the process
-      const harness::StuckGuard guard(c.spec.str()); // the copy waits for the kernel
-      rc = cu->cuMemcpyDtoH(out.data(), a.o, outElems * 2);
-    }
-    if (rc != CUDA_SUCCESS)
+    llvm::outs().flush(); // what was printed stays if the watchdog stops the process
+    if (CUresult rc = harness::guarded(c.spec.str(), // the copy waits for the kernel
+                                       [&] { return cu->cuMemcpyDtoH(out.data(), a.o, outElems * 2); });
+        rc != CUDA_SUCCESS)
       return fail(cu->describe(rc, "copying the output back"));
     if (reference.empty()) {
       reference = out;

@@ -23,8 +23,9 @@
 // times the given decode shapes (batch, query heads, KV heads, KV length)
 // instead of the benchmark's five. A launch that has not finished after 120 s
 // ($ATTNC_KERNEL_TIMEOUT_S; 0 or off: no limit) stops the run with a line
-// naming what it waited on (tests/reference/Watchdog.h). Exit 0: all within bounds; 1: a failure;
-// 77: SKIPPED (no GPU), which ctest reports as skipped, never as passed.
+// naming what it waited on (tests/reference/Watchdog.h). Exit 0: all within
+// bounds; 1: a failure; 77: SKIPPED (no GPU), which ctest reports as skipped,
+// never as passed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,8 +62,7 @@ struct Gpu {
 /// Waits for the check's stream; a kernel that never finishes ends the
 /// process with a line naming `what` (harness::StuckGuard).
 CUresult sync(Gpu &g, const std::string &what) {
-  const harness::StuckGuard guard(what);
-  return g.cu->cuStreamSynchronize(g.stream);
+  return harness::guarded(what, [&] { return g.cu->cuStreamSynchronize(g.stream); });
 }
 
 struct Outcome {

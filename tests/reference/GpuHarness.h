@@ -325,10 +325,7 @@ double medianMs(const CudaDriver *cu, CUstream stream, Launch launch,
     cu->cuEventRecord(start, stream);
     launch();
     cu->cuEventRecord(stop, stream);
-    {
-      const StuckGuard guard(what); // each launch has the whole limit
-      cu->cuEventSynchronize(stop);
-    }
+    guarded(what, [&] { return cu->cuEventSynchronize(stop); }); // each launch has the whole limit
     float ms = 0;
     cu->cuEventElapsedTime(&ms, start, stop);
     if (it >= 3)

@@ -136,6 +136,13 @@ private:
   unsigned long generation_ = 0;
 };
 
+/// f() (a call that waits for a kernel) under a StuckGuard naming `what`.
+template <class F>
+auto guarded(std::string what, F f) {
+  const StuckGuard guard(std::move(what));
+  return f();
+}
+
 } // namespace attn::harness
 
 #endif // ATTNC_TESTS_WATCHDOG_H

@@ -2,11 +2,12 @@
 //
 //   attn-watchdog-probe GUARDED [AFTER]
 //
-// Waits GUARDED seconds under a StuckGuard, as attn-gpu-check waits for a
-// kernel, then AFTER seconds with no guard, then prints "finished". With
-// $ATTNC_KERNEL_TIMEOUT_S below GUARDED the watchdog must stop it first, with
-// its line and exit status 1; below AFTER only, it must not (the guard's end
-// disarmed it). tests/unit/CMakeLists.txt checks these outcomes.
+// Waits GUARDED seconds under a StuckGuard (harness::guarded), as
+// attn-gpu-check waits for a kernel, then AFTER seconds with no guard, then
+// prints "finished". With $ATTNC_KERNEL_TIMEOUT_S below GUARDED the watchdog
+// must stop it first, with its line and exit status 1; below AFTER only, it
+// must not (the guard's end disarmed it). tests/unit/CMakeLists.txt checks
+// these outcomes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,10 +24,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   auto wait = [](double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); };
-  {
-    const attn::harness::StuckGuard guard("the probe's wait");
+  attn::harness::guarded("the probe's wait", [&] { // as the harness waits for a launch
     wait(std::atof(argv[1]));
-  }
+    return 0;
+  });
   wait(argc == 3 ? std::atof(argv[2]) : 0.0);
   std::printf("finished\n");
   return 0;
