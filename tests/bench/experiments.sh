@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/experiments/variants.py against this build's emitted kernels: every
 # variant is written (its edits still find their places in the emitted
-# sources) and, given NVRTC, compiles for sm_90a against the templates; a
-# source without those places is refused with the place named.
-#   experiments.sh ATTNC PYTHON WORK_DIR [LIBNVRTC CUDA_INCLUDE_DIR...]
+# sources) and, given attn-compile-sources, compiles as attn-gpu-check
+# --source compiles it; a source without those places is refused with the
+# place named.
+#   experiments.sh ATTNC PYTHON WORK_DIR [ATTN_COMPILE_SOURCES]
 set -euo pipefail
 attnc=$1 python=$2 work=$3
 shift 3
@@ -33,13 +34,8 @@ fi
 grep -q "has no kTableAhead = 2" "$work/err.txt" || { cat "$work/err.txt" >&2; exit 1; }
 [ ! -e "$work/wrong" ] || { echo "experiments.sh: a refused command wrote $work/wrong" >&2; exit 1; }
 compiled=""
-if [ $# -ge 2 ]; then
-  nvrtc=$1
-  shift
-  includes=("$root/templates" "$@")
-  for d in "$@"; do [ -d "$d/cccl" ] && includes+=("$d/cccl"); done
-  "$python" "$root/tests/bench/nvrtc_compile.py" "$nvrtc" "${includes[@]}" -- \
-    "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu
+if [ $# -ge 1 ]; then
+  "$1" "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu
   compiled=", all compiled"
 fi
 echo "variants: $count written$compiled, a mismatched source refused"
