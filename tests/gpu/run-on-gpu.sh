@@ -9,7 +9,8 @@
 #    launch contract (graph capture, refused arguments, the checking mode).
 # 2. JIT latency through the kernel cache: cold NVRTC, disk hit, memory hit.
 # 3. attnc run --target gpu on random and ragged inputs.
-# 4. compute-sanitizer memcheck and racecheck on a small case of each family.
+# 4. compute-sanitizer memcheck and racecheck on a small case of each family;
+#    the watchdog: a kernel that never ends stops attn-gpu-check after 10 s.
 # 5. The examples that need a GPU: the AOT application (AOT-only, one
 #    attn::attention call per kernel, checked against the reference), JIT at
 #    model load (cold, memory-warm, disk-warm), the Llama from transformers
@@ -72,6 +73,26 @@ if [ $checks = 1 ]; then
     compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
     echo "$tool: $(tail -n 1 "$logs/$tool.log")"
   done
+  # A kernel that never ends: attn-gpu-check must stop itself after
+  # $ATTNC_KERNEL_TIMEOUT_S with a line naming the source, not hang the call.
+  step "watchdog"
+  hang_dir=$(mktemp -d)
+  if "$attnc" emit --spec mode=decode,page_size=16,gqa=4 --stage cuda -o "$hang_dir/decode.cu" &&
+     sed 's|^  decode_block<1>(p);$|  for (;;) asm volatile("nanosleep.u32 1000;"); // never ends\n&|' \
+       "$hang_dir/decode.cu" > "$hang_dir/hang.cu" && grep -q 'never ends' "$hang_dir/hang.cu"; then
+    started=$SECONDS
+    ATTNC_KERNEL_TIMEOUT_S=10 timeout 180 "$check" --bench --rows decode --source "$hang_dir/hang.cu" \
+      > "$logs/watchdog.log" 2>&1
+    rc=$?
+    if [ $rc = 1 ] && grep -q "stopped: .*hang.cu.* has not finished after 10 s" "$logs/watchdog.log"; then
+      echo "watchdog: a kernel that never ends stopped after $((SECONDS - started)) s, its source named"
+    else
+      echo "watchdog: FAILED (exit $rc; see watchdog.log)"; status=1
+    fi
+  else
+    echo "watchdog: FAILED (could not make the never-ending kernel)"; status=1
+  fi
+  rm -rf "$hang_dir"
   step "examples"
   for example in attn-aot-example "attn-jit-at-load-example --threads 16"; do
     # shellcheck disable=SC2086
