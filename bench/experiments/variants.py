@@ -13,6 +13,10 @@
       an emitted paged decode kernel (`attnc emit --spec
       mode=decode,page_size=16,gqa=4 --stage cuda`) that also prefetches K/V
       tiles into L2 ahead of their shared-memory copies
+  variants.py decode-cache-policy EMITTED.cu OUTDIR
+      the same emitted decode kernel whose K/V copies carry an L2 cache
+      policy (createpolicy + cp.async ... L2::cache_hint): evict_first on all
+      or half of them, and evict_normal as the control of the hinted form
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
 which times it on its spec's rows and checks its output against the emitted
@@ -57,24 +61,35 @@ def replace_once(text, anchor, new, what, path):
 
 def prefill_ws(outdir):
     template = read(os.path.join(HERE, "prefill_ws.cu.in"))
-    # (name, tile_kv, stages, registers of the producer and the consumers (none: 288
-    # threads, no setmaxnreg), WS_OVERLAP)
-    configs = [("ws288_kv64_s2", 64, 2, None, 0), ("ws288_kv64_s4", 64, 4, None, 0),
-               ("ws288_kv128_s2", 128, 2, None, 0), ("ws288_kv128_s3", 128, 3, None, 0),
-               ("ws384_r56_kv64_s4", 64, 4, (56, 224), 0), ("ws384_r56_kv128_s3", 128, 3, (56, 224), 0),
-               ("ws384_r56_overlap_kv64_s4", 64, 4, (56, 224), 1),
-               ("ws384_r72_kv64_s4", 64, 4, (72, 216), 0), ("ws384_r72_kv128_s3", 128, 3, (72, 216), 0),
-               ("ws384_r72_overlap_kv64_s4", 64, 4, (72, 216), 1)]
+    # (name, tile_kv, stages, threads, registers of the producer and the consumers
+    # (none: no setmaxnreg), WS_OVERLAP). With 384 threads the counts must keep
+    # 128 * producer + 256 * consumers <= 384 * 168; below 80 the producer's loop spills.
+    configs = [("ws288_kv64_s2", 64, 2, 288, None, 0), ("ws288_kv64_s4", 64, 4, 288, None, 0),
+               ("ws288_kv128_s2", 128, 2, 288, None, 0), ("ws288_kv128_s3", 128, 3, 288, None, 0),
+               ("ws384_r56_kv64_s4", 64, 4, 384, (56, 224), 0), ("ws384_r56_kv128_s3", 128, 3, 384, (56, 224), 0),
+               ("ws384_r56_overlap_kv64_s4", 64, 4, 384, (56, 224), 1),
+               ("ws384_r72_kv64_s4", 64, 4, 384, (72, 216), 0), ("ws384_r72_kv128_s3", 128, 3, 384, (72, 216), 0),
+               ("ws384_r72_overlap_kv64_s4", 64, 4, 384, (72, 216), 1),
+               ("ws384_noregs_kv64_s4", 64, 4, 384, None, 0),
+               ("ws384_r80_kv64_s4", 64, 4, 384, (80, 208), 0), ("ws384_r80_overlap_kv64_s4", 64, 4, 384, (80, 208), 1),
+               ("ws384_r96_kv64_s4", 64, 4, 384, (96, 200), 0), ("ws384_r96_overlap_kv64_s4", 64, 4, 384, (96, 200), 1),
+               ("ws384_r96_kv128_s3", 128, 3, 384, (96, 200), 0)]
+    # The same with all four warps of the third warpgroup copying (WS_PRODUCER_WARPS = 4).
+    # (With 40 / 232 registers the producers spill, and kv 128 overlapped is serialised.)
+    configs4 = [("ws384_4p_r56_kv128_s3", 128, 3, 384, (56, 224), 0),
+                ("ws384_4p_r56_kv64_s4", 64, 4, 384, (56, 224), 0),
+                ("ws384_4p_r56_overlap_kv64_s4", 64, 4, 384, (56, 224), 1)]
     files = {}
     for mask, kmask, sym in [("none", "kMaskNone", "nomask"), ("causal", "kMaskCausal", "causal")]:
-        for name, tkv, stages, regs, overlap in configs:
+        for name, tkv, stages, threads, regs, overlap in configs + configs4:
             smem = 128 * 128 * 2 + stages * 2 * tkv * 128 * 2 + 16 * stages
             producer, consumers = regs or (0, 0)
             text = template
             for key, value in [("@TKV@", tkv), ("@MASKSYM@", sym), ("@MASK@", mask), ("@KMASK@", kmask),
-                               ("@STAGES@", stages), ("@SMEM@", smem), ("@THREADS@", 384 if regs else 288),
+                               ("@STAGES@", stages), ("@SMEM@", smem), ("@THREADS@", threads),
                                ("@REGS@", 1 if regs else 0), ("@PRODUCER_REGS@", producer),
-                               ("@CONSUMER_REGS@", consumers), ("@OVERLAP@", overlap)]:
+                               ("@CONSUMER_REGS@", consumers), ("@OVERLAP@", overlap),
+                               ("@PRODUCER_WARPS@", 4 if "_4p_" in name else 1)]:
                 text = text.replace(key, str(value))
             files["%s_%s.cu" % (name, sym)] = text
     write_all(outdir, files)
@@ -194,10 +209,75 @@ def decode_prefetch(emitted, outdir):
     write_all(outdir, files)
 
 
+POLICY_COPY = r'''
+// bench/experiments: PageRuns whose cp.async copies carry an L2 cache policy:
+// POLICY_CONST where nonzero (a policy's 64-bit encoding), else POLICY (a
+// createpolicy.fractional qualifier and fraction), made once per thread.
+template <class C>
+struct PageRunsPolicy : PageRuns<C> {
+  using Base = PageRuns<C>;
+  using E = typename C::Elem;
+  unsigned long long policy;
+  __device__ __forceinline__ PageRunsPolicy(int token_stride, int h, unsigned tid) : Base(token_stride, h, tid) {
+    if (POLICY_CONST)
+      policy = POLICY_CONST;
+    else
+      asm volatile("createpolicy.fractional.L2::" POLICY ";" : "=l"(policy));
+  }
+  __device__ __forceinline__ void copy16(unsigned smem, const void *gmem, bool valid) const {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;"
+                 ::"r"(smem), "l"(gmem), "r"(valid ? 16u : 0u),
+                 "l"(POLICY_CONST ? static_cast<unsigned long long>(POLICY_CONST) : policy));
+  }
+  template <class Cache>
+  __device__ __forceinline__ void copy_kv(E *smem_k, E *smem_v, const Cache &kv, int t0,
+                                          const typename Base::Lookups &read) const {
+    const unsigned k_dst = smem_addr(smem_k) + this->dst, v_dst = smem_addr(smem_v) + this->dst;
+#pragma unroll
+    for (int run = 0; run < Base::kRuns; ++run) {
+      const int t = t0 + run * Base::kRun, entry = read.entry[run];
+      const bool in_cache = static_cast<unsigned>(entry) < static_cast<unsigned>(kv.num_pages);
+      const int rows_left = in_cache ? kv.kv_len - (t + this->first_row) : 0;
+      const i64 at = (i64)((in_cache ? entry : 0) * Base::kPage + t % Base::kPage) * kv.token_stride + this->offset;
+      const E *k = kv.k + at, *v = kv.v + at;
+#pragma unroll
+      for (int i = 0; i < Base::kRun / Base::kRowStep; ++i) {
+        const bool valid = i * Base::kRowStep < rows_left;
+        const unsigned row_bytes = (run * Base::kRun + i * Base::kRowStep) * C::kHeadDim * sizeof(E);
+        copy16(k_dst + row_bytes, k + (i64)i * this->row_step, valid);
+        copy16(v_dst + row_bytes, v + (i64)i * this->row_step, valid);
+      }
+    }
+  }
+};
+'''
+
+
+def decode_cache_policy(emitted, outdir):
+    src = read(emitted)
+    files = {}
+    # (name, createpolicy qualifiers and operands after "createpolicy.fractional.L2::",
+    # or the policy's encoding as a constant: that of evict_first or evict_normal, 1.0)
+    configs = [("evict_first", "evict_first.b64 %0, 1.0", 0),
+               ("evict_first_half", "evict_first.L2::evict_unchanged.b64 %0, 0.5", 0),
+               ("evict_normal", "evict_normal.b64 %0, 1.0", 0),
+               ("evict_first_const", "", 0x12F0000000000000),
+               ("evict_normal_const", "", 0x10F0000000000000)]
+    for name, policy, const in configs:
+        s = replace_once(src, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n#define POLICY "%s"\n'
+                         "#define POLICY_CONST 0x%xull\n" % (policy, const), "decode.cuh include", emitted)
+        s = replace_once(s, "namespace {\n/// The whole block", POLICY_COPY + "\nnamespace {\n/// The whole block",
+                         "BlockCfg", emitted)
+        s = replace_once(s, "  using Copy = PageRuns<Cfg>;\n", "  using Copy = PageRunsPolicy<Cfg>;\n",
+                         "PageRuns copy", emitted)
+        files["decode_%s.cu" % name] = s
+    write_all(outdir, files)
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
-         " decode-prefetch EMITTED.cu OUTDIR (--help for more)")
+         " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
-            "decode-prefetch": (decode_prefetch, 2)}
+            "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2)}
 
 
 def main(argv):

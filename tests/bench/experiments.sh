@@ -17,13 +17,14 @@ mkdir -p "$work"
 "$python" "$variants" prefill-ws "$work/ws"
 "$python" "$variants" prefill-kv-split "$work/prefill.cu" "$work/kv-split"
 "$python" "$variants" decode-prefetch "$work/decode.cu" "$work/prefetch"
-count=$(find "$work/ws" "$work/prefetch" "$work/kv-split" -name '*.cu' | wc -l)
-if [ "$count" -ne 28 ]; then
-  echo "experiments.sh: expected 28 variants, found $count" >&2
+"$python" "$variants" decode-cache-policy "$work/decode.cu" "$work/policy"
+count=$(find "$work/ws" "$work/prefetch" "$work/kv-split" "$work/policy" -name '*.cu' | wc -l)
+if [ "$count" -ne 51 ]; then
+  echo "experiments.sh: expected 51 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
-for f in "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu; do
+for f in "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu; do
   head -1 "$f" | grep -q '^// attnc .*: mode=' || { echo "experiments.sh: $f lost its spec line" >&2; exit 1; }
 done
 # A prefill kernel has none of the decode kernel's places: refused, the place named.
@@ -33,9 +34,15 @@ if "$python" "$variants" decode-prefetch "$work/prefill.cu" "$work/wrong" 2> "$w
 fi
 grep -q "has no kTableAhead = 2" "$work/err.txt" || { cat "$work/err.txt" >&2; exit 1; }
 [ ! -e "$work/wrong" ] || { echo "experiments.sh: a refused command wrote $work/wrong" >&2; exit 1; }
+if "$python" "$variants" decode-cache-policy "$work/prefill.cu" "$work/wrong" 2> "$work/err.txt"; then
+  echo "experiments.sh: decode-cache-policy accepted a prefill kernel" >&2
+  exit 1
+fi
+grep -q "has no decode.cuh include" "$work/err.txt" || { cat "$work/err.txt" >&2; exit 1; }
+[ ! -e "$work/wrong" ] || { echo "experiments.sh: a refused command wrote $work/wrong" >&2; exit 1; }
 compiled=""
 if [ $# -ge 1 ]; then
-  "$1" "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu
+  "$1" "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu
   compiled=", all compiled"
 fi
-echo "variants: $count written$compiled, a mismatched source refused"
+echo "variants: $count written$compiled, mismatched sources refused"
