@@ -79,9 +79,14 @@ def prefill_ws(outdir):
     configs4 = [("ws384_4p_r56_kv128_s3", 128, 3, 384, (56, 224), 0),
                 ("ws384_4p_r56_kv64_s4", 64, 4, 384, (56, 224), 0),
                 ("ws384_4p_r56_overlap_kv64_s4", 64, 4, 384, (56, 224), 1)]
+    # The same two consumer warpgroups taking turns on the tensor cores (WS_PINGPONG = 1).
+    configs_pp = [("ws288_pp_kv128_s3", 128, 3, 288, None, 0),
+                  ("ws384_pp_r96_kv128_s3", 128, 3, 384, (96, 200), 0),
+                  ("ws384_pp_4p_r56_kv128_s3", 128, 3, 384, (56, 224), 0),
+                  ("ws384_pp_4p_r56_overlap_kv64_s4", 64, 4, 384, (56, 224), 1)]
     files = {}
     for mask, kmask, sym in [("none", "kMaskNone", "nomask"), ("causal", "kMaskCausal", "causal")]:
-        for name, tkv, stages, threads, regs, overlap in configs + configs4:
+        for name, tkv, stages, threads, regs, overlap in configs + configs4 + configs_pp:
             smem = 128 * 128 * 2 + stages * 2 * tkv * 128 * 2 + 16 * stages
             producer, consumers = regs or (0, 0)
             text = template
@@ -89,7 +94,8 @@ def prefill_ws(outdir):
                                ("@STAGES@", stages), ("@SMEM@", smem), ("@THREADS@", threads),
                                ("@REGS@", 1 if regs else 0), ("@PRODUCER_REGS@", producer),
                                ("@CONSUMER_REGS@", consumers), ("@OVERLAP@", overlap),
-                               ("@PRODUCER_WARPS@", 4 if "_4p_" in name else 1)]:
+                               ("@PRODUCER_WARPS@", 4 if "_4p_" in name else 1),
+                               ("@PINGPONG@", 1 if "_pp_" in name else 0)]:
                 text = text.replace(key, str(value))
             files["%s_%s.cu" % (name, sym)] = text
     write_all(outdir, files)

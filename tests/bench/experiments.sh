@@ -19,8 +19,8 @@ mkdir -p "$work"
 "$python" "$variants" decode-prefetch "$work/decode.cu" "$work/prefetch"
 "$python" "$variants" decode-cache-policy "$work/decode.cu" "$work/policy"
 count=$(find "$work/ws" "$work/prefetch" "$work/kv-split" "$work/policy" -name '*.cu' | wc -l)
-if [ "$count" -ne 51 ]; then
-  echo "experiments.sh: expected 51 variants, found $count" >&2
+if [ "$count" -ne 59 ]; then
+  echo "experiments.sh: expected 59 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
