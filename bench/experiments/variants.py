@@ -16,7 +16,9 @@
   variants.py decode-cache-policy EMITTED.cu OUTDIR
       the same emitted decode kernel whose K/V copies carry an L2 cache
       policy (createpolicy + cp.async ... L2::cache_hint): evict_first on all
-      or half of them, and evict_normal as the control of the hinted form
+      or half of them, evict_normal, and two policies given as constant
+      encodings: evict_first's and 0x10F0000000000000, which runs as the
+      unhinted copy does (the control of the hinted form)
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
 which times it on its spec's rows and checks its output against the emitted
@@ -219,6 +221,8 @@ POLICY_COPY = r'''
 // bench/experiments: PageRuns whose cp.async copies carry an L2 cache policy:
 // POLICY_CONST where nonzero (a policy's 64-bit encoding), else POLICY (a
 // createpolicy.fractional qualifier and fraction), made once per thread.
+// copy_kv is PageRuns::copy_kv (attn/block.cuh) with copy16 for cp_async_16:
+// the templates' copy takes no cache policy.
 template <class C>
 struct PageRunsPolicy : PageRuns<C> {
   using Base = PageRuns<C>;

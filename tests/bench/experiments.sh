@@ -27,19 +27,18 @@ fi
 for f in "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu; do
   head -1 "$f" | grep -q '^// attnc .*: mode=' || { echo "experiments.sh: $f lost its spec line" >&2; exit 1; }
 done
-# A prefill kernel has none of the decode kernel's places: refused, the place named.
-if "$python" "$variants" decode-prefetch "$work/prefill.cu" "$work/wrong" 2> "$work/err.txt"; then
-  echo "experiments.sh: decode-prefetch accepted a prefill kernel" >&2
-  exit 1
-fi
-grep -q "has no kTableAhead = 2" "$work/err.txt" || { cat "$work/err.txt" >&2; exit 1; }
-[ ! -e "$work/wrong" ] || { echo "experiments.sh: a refused command wrote $work/wrong" >&2; exit 1; }
-if "$python" "$variants" decode-cache-policy "$work/prefill.cu" "$work/wrong" 2> "$work/err.txt"; then
-  echo "experiments.sh: decode-cache-policy accepted a prefill kernel" >&2
-  exit 1
-fi
-grep -q "has no decode.cuh include" "$work/err.txt" || { cat "$work/err.txt" >&2; exit 1; }
-[ ! -e "$work/wrong" ] || { echo "experiments.sh: a refused command wrote $work/wrong" >&2; exit 1; }
+# A prefill kernel has none of the decode kernel's places: refused, the place
+# named, nothing written.
+refused() { # COMMAND PLACE
+  if "$python" "$variants" "$1" "$work/prefill.cu" "$work/wrong" 2> "$work/err.txt"; then
+    echo "experiments.sh: $1 accepted a prefill kernel" >&2
+    exit 1
+  fi
+  grep -q "has no $2" "$work/err.txt" || { cat "$work/err.txt" >&2; exit 1; }
+  [ ! -e "$work/wrong" ] || { echo "experiments.sh: a refused $1 wrote $work/wrong" >&2; exit 1; }
+}
+refused decode-prefetch "kTableAhead = 2"
+refused decode-cache-policy "decode.cuh include"
 compiled=""
 if [ $# -ge 1 ]; then
   "$1" "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu
