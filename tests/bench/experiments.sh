@@ -18,13 +18,14 @@ mkdir -p "$work"
 "$python" "$variants" prefill-kv-split "$work/prefill.cu" "$work/kv-split"
 "$python" "$variants" decode-prefetch "$work/decode.cu" "$work/prefetch"
 "$python" "$variants" decode-cache-policy "$work/decode.cu" "$work/policy"
-count=$(find "$work/ws" "$work/prefetch" "$work/kv-split" "$work/policy" -name '*.cu' | wc -l)
+variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu)
+count=${#variants_written[@]}
 if [ "$count" -ne 59 ]; then
   echo "experiments.sh: expected 59 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
-for f in "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu; do
+for f in "${variants_written[@]}"; do
   head -1 "$f" | grep -q '^// attnc .*: mode=' || { echo "experiments.sh: $f lost its spec line" >&2; exit 1; }
 done
 # A prefill kernel has none of the decode kernel's places: refused, the place
@@ -41,7 +42,7 @@ refused decode-prefetch "kTableAhead = 2"
 refused decode-cache-policy "decode.cuh include"
 compiled=""
 if [ $# -ge 1 ]; then
-  "$1" "$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu
+  "$1" "${variants_written[@]}"
   compiled=", all compiled"
 fi
 echo "variants: $count written$compiled, mismatched sources refused"
