@@ -42,6 +42,8 @@ const char *name(MmaKind m) {
     return "sync";
   case MmaKind::Wgmma:
     return "wgmma";
+  case MmaKind::WgmmaWs:
+    return "wgmma_ws";
   }
   return "?";
 }
@@ -149,7 +151,7 @@ std::string Spec::symbol() const {
   if (stages != kStagesAuto)
     s += "_st" + std::to_string(stages);
   if (mma != MmaKind::Auto)
-    s += mma == MmaKind::Wgmma ? "_wg" : "_sync";
+    s += mma == MmaKind::Wgmma ? "_wg" : mma == MmaKind::WgmmaWs ? "_ws" : "_sync";
   return s;
 }
 
@@ -176,10 +178,12 @@ static int64_t sharedQRows(const Spec &spec) {
   return spec.mode == Mode::Decode ? 16 : spec.tile_q;
 }
 
-/// Bytes of a block's Q rows and `stages` stages of K and V tiles.
+/// Bytes of a block's Q rows and `stages` stages of K and V tiles (and, in
+/// a warp-specialised block, each stage's two mbarriers: filled and freed).
 static int64_t stagedBytes(const Spec &spec, int64_t stages) {
   return (sharedQRows(spec) + 2 * stages * spec.tile_kv) * spec.head_dim *
-         bytesPerElement(spec.dtype);
+             bytesPerElement(spec.dtype) +
+         (warpSpecialised(spec) ? 16 * stages : 0);
 }
 
 int64_t kvStages(const Spec &spec) {
@@ -193,6 +197,10 @@ int64_t kvStages(const Spec &spec) {
   constexpr int64_t twoBlocks = 112 * 1024;
   if (spec.mode == Mode::Decode)
     return stagedBytes(spec, 3) <= twoBlocks ? 3 : 2;
+  // Warp-specialised (one block per SM), measured on the H200 with 128 x
+  // 128 tiles (tests/gpu/RESULTS.md): three stages of 128 keys, four of 64.
+  if (warpSpecialised(spec))
+    return spec.tile_kv >= 128 ? 3 : 4;
   // wgmma, measured on the H200 with 64 x 64 tiles (tests/gpu/RESULTS.md):
   // head_dim 64 two stages (1-9 % faster than one); head_dim 128 one stage
   // (48 KiB: three blocks per SM instead of two; 5-12 % faster than two).
@@ -213,10 +221,14 @@ bool usesWgmma(const Spec &spec) {
   if (spec.mode != Mode::Prefill || spec.target != Target::SM90a)
     return false;
   if (spec.mma != MmaKind::Auto)
-    return spec.mma == MmaKind::Wgmma;
+    return spec.mma == MmaKind::Wgmma || spec.mma == MmaKind::WgmmaWs;
   // Measured on the H200 (tests/gpu/RESULTS.md): wgmma beat mma.sync on
   // every prefill row of head_dim 64 and 128 with its best tiles.
   return wgmmaShape(spec);
+}
+
+bool warpSpecialised(const Spec &spec) {
+  return spec.mode == Mode::Prefill && spec.target == Target::SM90a && spec.mma == MmaKind::WgmmaWs;
 }
 
 int64_t sharedMemoryBytes(const Spec &spec) { return stagedBytes(spec, kvStages(spec)); }
@@ -272,7 +284,9 @@ void applyDefaultTiles(Spec &spec) {
     Spec wg = spec;
     wg.tile_q = spec.tile_q ? spec.tile_q : 64;
     wg.tile_kv = spec.tile_kv ? spec.tile_kv : 64;
-    if (spec.target == Target::SM90a && spec.mma != MmaKind::Sync && wgmmaShape(wg))
+    if (spec.target == Target::SM90a && spec.mma == MmaKind::WgmmaWs)
+      q = kv = 128; // the warp-specialised block's measured tiles
+    else if (spec.target == Target::SM90a && spec.mma != MmaKind::Sync && wgmmaShape(wg))
       q = kv = 64;
   }
   if (spec.tile_q == 0)
@@ -334,8 +348,12 @@ std::optional<SpecError> validateSpec(const Spec &s) {
                      " query rows exceed 128 per thread block in mode = decode");
     // The loops the emitter prints: prefill's keeps the next tile loading
     // (2) or none (1); decode's keeps stages - 1 tiles loading ahead.
-    if (s.mode == Mode::Prefill && (s.stages < 0 || s.stages > 2))
+    if (s.mode == Mode::Prefill && !warpSpecialised(s) && (s.stages < 0 || s.stages > 2))
       return err("stages", s.stages, "must be auto, 1 or 2 for mode = prefill");
+    // A warp-specialised block's ring: the copy of a stage waits for the
+    // consumers to free it, so it needs two at least.
+    if (warpSpecialised(s) && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 8))
+      return err("stages", s.stages, "must be auto or 2..8 for mma = wgmma_ws");
     if (s.mode == Mode::Decode && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 4))
       return err("stages", s.stages, "must be auto or 2..4 for mode = decode");
     int64_t bytes = sharedMemoryBytes(s), limit = sharedMemoryLimit(s.target);
@@ -351,8 +369,16 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     return err("stages", s.stages, "applies to GPU targets only (the CPU has no shared memory)");
   if (s.mma != MmaKind::Auto && (!gpu || s.mode != Mode::Prefill))
     return SpecError{"mma", name(s.mma), "applies to GPU prefill kernels only"};
-  if (s.mma == MmaKind::Wgmma && s.target != Target::SM90a)
-    return SpecError{"mma", "wgmma", std::string("needs target = sm_90a, not ") + name(s.target)};
+  if ((s.mma == MmaKind::Wgmma || s.mma == MmaKind::WgmmaWs) && s.target != Target::SM90a)
+    return SpecError{"mma", name(s.mma), std::string("needs target = sm_90a, not ") + name(s.target)};
+  // The block measured (tests/gpu/RESULTS.md): two warpgroups of 64 query
+  // rows and head_dim 128, whose registers the producers' 56 leave them.
+  if (s.mma == MmaKind::WgmmaWs && (s.tile_q != 128 || (s.tile_kv != 64 && s.tile_kv != 128) ||
+                                    s.head_dim != 128))
+    return SpecError{"mma", "wgmma_ws",
+                     "takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 (here " +
+                         std::to_string(s.head_dim) + ", " + std::to_string(s.tile_q) + " x " +
+                         std::to_string(s.tile_kv) + ")"};
   if (s.mma == MmaKind::Wgmma && !wgmmaShape(s))
     return SpecError{"mma", "wgmma",
                      "takes head_dim 64 or 128 with tile_q and tile_kv of 64 or 128 (here " +
@@ -504,8 +530,10 @@ struct Reader {
         spec.mma = MmaKind::Sync;
       else if (value == "wgmma")
         spec.mma = MmaKind::Wgmma;
+      else if (value == "wgmma_ws")
+        spec.mma = MmaKind::WgmmaWs;
       else
-        return bad(field, value, "expected auto, sync or wgmma");
+        return bad(field, value, "expected auto, sync, wgmma or wgmma_ws");
     }
     return std::nullopt;
   }

@@ -690,6 +690,14 @@ int main(int argc, char **argv) {
                     "return_lse=true");
     specs.push_back("mode=decode,dtype=f16,head_dim=64,gqa=8,page_size=16,mask=sliding_window(100),"
                     "split_kv=2,return_lse=true");
+    // The warp-specialised prefill block (mma=wgmma_ws, sm_90a only): masks, pages,
+    // GQA, lse, both tile widths.
+    if (g.rt->target() == Target::SM90a) {
+      specs.push_back("mma=wgmma_ws,dtype=bf16,mask=none,head_dim=128,return_lse=true");
+      specs.push_back("mma=wgmma_ws,dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true");
+      specs.push_back("mma=wgmma_ws,dtype=f16,mask=sliding_window(100),head_dim=128,tile_kv=64,gqa=7,"
+                      "page_size=19,return_lse=true");
+    }
   }
   if (benchOnly) {
     std::vector<SourceKernel> sources(sourcePaths.size());

@@ -121,14 +121,16 @@ TEST_CASE("the launch's shared memory is what the kernel lays out, and what attn
         "head_dim=128,stages=1", "head_dim=64,mask=causal,stages=1",
         "mode=decode,page_size=16,gqa=4,stages=2", "mode=decode,page_size=16,gqa=4,stages=4",
         "head_dim=128,tile_q=128,tile_kv=128,mma=wgmma",
-        "head_dim=64,tile_q=64,tile_kv=64,mma=wgmma,stages=1"}) {
+        "head_dim=64,tile_q=64,tile_kv=64,mma=wgmma,stages=1", "head_dim=128,mma=wgmma_ws",
+        "head_dim=128,tile_kv=64,mma=wgmma_ws,mask=causal"}) {
     INFO(text);
     CudaLaunchShape shape;
     const std::string src = emit(text, shape);
     const int64_t rows = field(src, "kTileQ"), kv = field(src, "kTileKV"),
                   stages = field(src, "kStages"), hd = field(src, "kHeadDim");
-    CHECK(shape.shared_bytes == (rows + 2 * stages * kv) * hd * 2);
     const Spec spec = *parseSpec(text).spec;
+    // A warp-specialised block's ring adds two 8-byte mbarriers per stage.
+    CHECK(shape.shared_bytes == (rows + 2 * stages * kv) * hd * 2 + (warpSpecialised(spec) ? 16 * stages : 0));
     CHECK(shape.shared_bytes == sharedMemoryBytes(spec));
     CHECK(stages == kvStages(spec));
   }
@@ -369,6 +371,45 @@ TEST_CASE("NVRTC compiles the wgmma prefill kernels for sm_90a with 0 spill byte
           ++compiled;
         }
   std::printf("NVRTC: %d wgmma prefill kernels compiled, 0 spills\n", compiled);
+}
+
+TEST_CASE("a warp-specialised prefill block: a copying warpgroup fills the ring, two compute",
+          "[cuda]") {
+  CudaLaunchShape shape;
+  const std::string src =
+      emit("head_dim=128,mma=wgmma_ws,mask=causal,page_size=16,gqa=4,return_lse=true", shape);
+  for (const char *step :
+       {"#include \"attn/warpspec.cuh\"", "kThreads = 256;", "kBlockThreads = 384;", "kStages = 3;",
+        "__launch_bounds__(Cfg::kBlockThreads, 1)", "ring.init(Cfg::kBlockThreads - Cfg::kThreads",
+        "producer_registers();", "ring.wait_free(i);", "TileCopy<Cfg, Cfg::kBlockThreads - Cfg::kThreads>",
+        "ring.copies_issued(i);", "consumer_registers();", "computing_sync();", "ring.wait_filled(i);",
+        "qk_wgmma<Cfg>(s, smem_q, warp,", "apply_mask<Cfg>", "state.update(s, p.scale_log2)",
+        "accumulate_pv_wgmma<Cfg>(state, s,", "ring.release(i);", "attn-page-kv",
+        "store_output<Cfg>(state, out, reinterpret_cast<float *>(p.lse)"})
+    CHECK(src.find(step) != std::string::npos);
+  // No block barrier inside the loop: the ring's mbarriers order the two sides.
+  const size_t loop = src.find("for (int i = 0; i < n; ++i) {\n    const int j");
+  REQUIRE(loop != std::string::npos);
+  CHECK(src.find("__syncthreads()", loop) == std::string::npos);
+  CHECK(shape.threads == 384);
+  CHECK(shape.tile_q == 128);
+  // The mask arithmetic only on the partial tiles (the mask's edge, the tail past kv_len).
+  CHECK(src.find("if (j < steps.full_lo || j >= steps.full_hi)\n      apply_mask<Cfg>") != std::string::npos);
+}
+
+TEST_CASE("NVRTC compiles the warp-specialised prefill kernels with 0 spill bytes", "[cuda][nvrtc]") {
+  int compiled = 0;
+  for (const char *dtype : {"bf16", "f16"})
+    for (const char *tiles : {"tile_kv=128", "tile_kv=64"})
+      for (const char *mask : {"none", "causal", "sliding_window(128)"}) {
+        const std::string text = std::string("mma=wgmma_ws,head_dim=128,tile_q=128,dtype=") + dtype +
+                                 "," + tiles + ",mask=" + mask +
+                                 (mask[0] == 'n' ? "" : mask[0] == 'c' ? ",page_size=16,gqa=4"
+                                                                      : ",page_size=19,gqa=7,return_lse=true");
+        compileWithoutSpills(text, "sm_90a");
+        ++compiled;
+      }
+  std::printf("NVRTC: %d warp-specialised prefill kernels compiled, 0 spills\n", compiled);
 }
 
 TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spill bytes",

@@ -386,7 +386,7 @@ TEST_CASE("mma picks wgmma or mma.sync for sm_90a prefill within the shapes it t
   CHECK(parseValid("head_dim=64,tile_q=64,tile_kv=64,mma=auto") ==
         parseValid("head_dim=64,tile_q=64,tile_kv=64"));
   checkErrors({
-      {"mma=tensor", "invalid spec: mma = 'tensor': expected auto, sync or wgmma"},
+      {"mma=tensor", "invalid spec: mma = 'tensor': expected auto, sync, wgmma or wgmma_ws"},
       {"head_dim=128,tile_q=128,tile_kv=128,mma=wgmma,target=sm_80",
        "invalid spec: mma = wgmma: needs target = sm_90a, not sm_80"},
       {"target=cpu,mma=sync", "invalid spec: mma = sync: applies to GPU prefill kernels only"},
@@ -398,6 +398,45 @@ TEST_CASE("mma picks wgmma or mma.sync for sm_90a prefill within the shapes it t
       {"head_dim=128,tile_q=128,tile_kv=32,mma=wgmma",
        "invalid spec: mma = wgmma: takes head_dim 64 or 128 with tile_q and tile_kv of 64 or "
        "128 (here 128, 128 x 32)"},
+  });
+}
+
+TEST_CASE("mma = wgmma_ws: a warp-specialised block of 128 x 128 or 128 x 64 tiles, head_dim 128",
+          "[spec]") {
+  // Tiles left open take the measured 128 x 128; the stages' default is
+  // three of 128 keys (four of 64), and the shared memory counts each
+  // stage's two mbarriers (8 bytes each) after the tiles.
+  Spec s = parseValid("head_dim=128,mma=wgmma_ws");
+  CHECK(warpSpecialised(s));
+  CHECK(usesWgmma(s));
+  CHECK(s.tile_q == 128);
+  CHECK(s.tile_kv == 128);
+  CHECK(kvStages(s) == 3);
+  CHECK(sharedMemoryBytes(s) == (128 + 2 * 3 * 128) * 128 * 2 + 3 * 16);
+  CHECK(s.str() == "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=128,mask=none,"
+                   "page_size=0,gqa=1,return_lse=false,target=sm_90a,mma=wgmma_ws");
+  CHECK(s.symbol() == "attn_prefill_hd128_bf16_q128_kv128_nomask_p0_g1_sm90a_ws");
+  CHECK(parseValid(s.str()) == s);
+  const Spec kv64 = parseValid("head_dim=128,tile_q=128,tile_kv=64,mma=wgmma_ws,mask=causal");
+  CHECK(kvStages(kv64) == 4);
+  CHECK(kvStages(parseValid("head_dim=128,mma=wgmma_ws,stages=2")) == 2);
+  CHECK(!warpSpecialised(parseValid("head_dim=128,tile_q=128,tile_kv=128,mma=wgmma")));
+  checkErrors({
+      {"head_dim=64,mma=wgmma_ws",
+       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 "
+       "(here 64, 128 x 128)"},
+      {"head_dim=128,tile_q=64,tile_kv=64,mma=wgmma_ws",
+       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 "
+       "(here 128, 64 x 64)"},
+      {"head_dim=128,mma=wgmma_ws,target=sm_80",
+       "invalid spec: mma = wgmma_ws: needs target = sm_90a, not sm_80"},
+      {"mode=decode,page_size=16,mma=wgmma_ws",
+       "invalid spec: mma = wgmma_ws: applies to GPU prefill kernels only"},
+      {"head_dim=128,mma=wgmma_ws,stages=1",
+       "invalid spec: stages = 1: must be auto or 2..8 for mma = wgmma_ws"},
+      {"head_dim=128,mma=wgmma_ws,stages=4",
+       "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 4 stages of K and V tiles "
+       "need 294976 bytes of shared memory, target = sm_90a has 232448 per block"},
   });
 }
 

@@ -197,7 +197,9 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "// Emitted from the tile-level IR of @" << plan.name
     << ". Each step names the attnc pass\n// that put it there; the arithmetic is in the "
        "attn/*.cuh templates.\n"
-    << "#include \"attn/" << (decode ? "decode" : layout.wgmma ? "wgmma" : "block") << ".cuh\"\n\n"
+    << "#include \"attn/"
+    << (decode ? "decode" : warpSpecialised(spec) ? "warpspec" : layout.wgmma ? "wgmma" : "block")
+    << ".cuh\"\n\n"
     << "using namespace attn::kernel;\n\n"
     << "namespace {\nstruct Cfg {\n"
     << "  using Elem = " << elem << ";\n"
@@ -213,7 +215,12 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "; // attn-page-kv: tokens per page (0: contiguous)\n"
     << "  static constexpr int kMask = " << maskCode(spec.mask) << ";\n"
     << "  static constexpr long long kWindow = " << spec.mask.window << ";\n"
-    << "  static constexpr int kThreads = " << threads << ";\n";
+    << "  static constexpr int kThreads = " << (warpSpecialised(spec) ? kWsConsumerThreads : threads)
+    << (warpSpecialised(spec) ? ";  // the computing warpgroups' (the block: kBlockThreads)\n"
+                                "  static constexpr int kBlockThreads = " +
+                                    std::to_string(threads) +
+                                    ";  // and a third warpgroup that copies K and V\n"
+                              : std::string(";\n"));
   if (!decode)
     o << "  static constexpr int kStepKV = " << layout.stepKV
       << ";  // keys per step of the recurrence (its scores stay in registers)\n"
@@ -254,26 +261,17 @@ void printKVCache(std::ostringstream &o, bool paged) {
       << "                    (int)token};\n";
 }
 
-void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &plan,
-                  const BlockLayout &layout) {
-  const bool pipelined = layout.stages > 1;
+/// A prefill kernel's start: its signature (`blockThreads`, the launch's
+/// threads as Cfg names them), the block's place in the grid, the sequence's
+/// query rows and K/V cache, the shared tiles and the classes of its steps.
+void printPrefillStart(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, bool wgmma,
+                       const char *blockThreads) {
   // Under a causal or window mask a later query tile sees more keys: the grid
   // hands them out first, so the blocks that finish last are the short ones.
   const bool heavyFirst = spec.mask.kind != MaskKind::None;
-  const bool wgmma = layout.wgmma;
-  // What makes the tiles this thread copied visible to the block: with
-  // wgmma, whose reads of shared memory go through the async proxy, a proxy
-  // fence between the cp.async wait and the barrier.
-  auto arrived = [&](const char *indent, const std::string &wait) {
-    std::string text = std::string(indent) + wait + "\n";
-    if (wgmma)
-      text += std::string(indent) +
-              "fence_async_shared(); // the copies, visible to wgmma's shared-memory reads\n";
-    return text + indent + "__syncthreads();\n";
-  };
   o << "// __launch_bounds__(threads, 1): with no minimum of resident blocks given, ptxas may\n"
     << "// cap the registers low for occupancy and spill; the accumulator needs them.\n"
-    << "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) " << plan.name
+    << "extern \"C\" __global__ void __launch_bounds__(" << blockThreads << ", 1) " << plan.name
     << "(const Params p) {\n"
     << "  // The heads and q_tiles loops are the grid: x = query tile, y = query head, z = sequence.\n"
     << "  const int head = blockIdx.y, seq = blockIdx.z, warp = threadIdx.x / 32;\n"
@@ -301,8 +299,37 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
     << "  const TileRange steps = classify_tiles(Cfg::kMask, Cfg::kWindow, q_start, Cfg::kTileQ,\n"
     << "                                         Cfg::kStepKV, q_len, kv_len);\n"
     << "  constexpr int kSteps = Cfg::kTileKV / Cfg::kStepKV; // steps per K/V tile\n"
-    << "  const int tile_lo = steps.lo / kSteps, tile_hi = (steps.hi + kSteps - 1) / kSteps;\n\n"
-    << "  // attn-online-softmax: the query tile is loaded once (rows past q_len read as zero).\n"
+    << "  const int tile_lo = steps.lo / kSteps, tile_hi = (steps.hi + kSteps - 1) / kSteps;\n\n";
+}
+
+/// A prefill kernel's end: each warp's rows normalised and stored.
+void printPrefillStore(std::ostringstream &o, const KernelPlan &plan) {
+  o << "\n  // attn-online-softmax: normalise once, at the end: out = acc / l"
+    << (plan.lse ? ", lse = m + log l" : "") << ".\n"
+    << "  const Rows<Elem> out = {reinterpret_cast<Elem *>(p.o) + q_begin * q_row + head * Cfg::kHeadDim,\n"
+    << "                          q_row, q_len};\n"
+    << "  store_output<Cfg>(state, out, "
+    << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + head, p.num_q_heads"
+                 : "nullptr, 0")
+    << ", q_start + warp * Cfg::kWarpRows);\n}\n";
+}
+
+void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &plan,
+                  const BlockLayout &layout) {
+  const bool pipelined = layout.stages > 1;
+  const bool wgmma = layout.wgmma;
+  // What makes the tiles this thread copied visible to the block: with
+  // wgmma, whose reads of shared memory go through the async proxy, a proxy
+  // fence between the cp.async wait and the barrier.
+  auto arrived = [&](const char *indent, const std::string &wait) {
+    std::string text = std::string(indent) + wait + "\n";
+    if (wgmma)
+      text += std::string(indent) +
+              "fence_async_shared(); // the copies, visible to wgmma's shared-memory reads\n";
+    return text + indent + "__syncthreads();\n";
+  };
+  printPrefillStart(o, spec, plan, wgmma, "Cfg::kThreads");
+  o << "  // attn-online-softmax: the query tile is loaded once (rows past q_len read as zero).\n"
     << "  load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
     << "    return q_start + r < q_len ? q + (q_start + r) * q_row : nullptr; }, q);\n"
     << "  cp_async_commit();\n";
@@ -383,14 +410,75 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
     << "    }\n"
     << (pipelined ? "    __syncthreads(); // this stage is loaded again at the next tile\n  }\n"
                   : "    __syncthreads(); // the next tile overwrites K and V\n  }\n");
-  o << "\n  // attn-online-softmax: normalise once, at the end: out = acc / l"
-    << (plan.lse ? ", lse = m + log l" : "") << ".\n"
-    << "  const Rows<Elem> out = {reinterpret_cast<Elem *>(p.o) + q_begin * q_row + head * Cfg::kHeadDim,\n"
-    << "                          q_row, q_len};\n"
-    << "  store_output<Cfg>(state, out, "
-    << (plan.lse ? "reinterpret_cast<float *>(p.lse) + q_begin * p.num_q_heads + head, p.num_q_heads"
-                 : "nullptr, 0")
-    << ", q_start + warp * Cfg::kWarpRows);\n}\n";
+  printPrefillStore(o, plan);
+}
+
+/// A warp-specialised prefill block (attn/warpspec.cuh, `mma = wgmma_ws`):
+/// the copying warpgroup fills a ring of K/V stages while the two computing
+/// warpgroups run the recurrence over them, each stage's mbarriers between.
+void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const KernelPlan &plan) {
+  printPrefillStart(o, spec, plan, /*wgmma=*/true, "Cfg::kBlockThreads");
+  bool masked = false;
+  for (const auto &kv : plan.loops)
+    masked |= kv.masked;
+  o << "  static_assert(kSteps == 1, \"a warp-specialised block takes a K/V tile in one step\");\n"
+    << "  const int n = tile_hi - tile_lo; // the tiles some row of this block sees\n"
+    << "  // The ring's two mbarriers per stage, after the stages.\n"
+    << "  const StageRing<Cfg::kStages> ring = {smem_addr(smem_v + Cfg::kStages * Cfg::kTileKV * Cfg::kHeadDim)};\n"
+    << "  if (threadIdx.x == 0)\n"
+    << "    ring.init(Cfg::kBlockThreads - Cfg::kThreads, Cfg::kThreads / 32);\n"
+    << "  __syncthreads();\n\n"
+    << "  if (threadIdx.x >= Cfg::kThreads) {\n"
+    << "    // Warpgroup 2 copies: tile tile_lo + i into stage i % kStages, once the\n"
+    << "    // computing warps have freed it.\n"
+    << "    producer_registers();\n"
+    << "    const int tid = threadIdx.x - Cfg::kThreads;\n"
+    << "    for (int i = 0; i < n; ++i) {\n"
+    << "      const int stage = i % Cfg::kStages;\n"
+    << "      ring.wait_free(i);\n"
+    << (plan.paged ? "      // attn-page-kv: the K and V rows of the tile, found through the block table\n"
+                     "      // (KVCache::slot); rows past kv_len read as zero.\n"
+                   : "      // The K and V rows of the tile; rows past kv_len read as zero.\n")
+    << "      TileCopy<Cfg, Cfg::kBlockThreads - Cfg::kThreads>::copy_kv(\n"
+    << "          smem_k + stage * Cfg::kTileKV * Cfg::kHeadDim, smem_v + stage * Cfg::kTileKV * Cfg::kHeadDim, kv,\n"
+    << "          (tile_lo + i) * Cfg::kTileKV, kv_head, tid);\n"
+    << "      ring.copies_issued(i);\n"
+    << "    }\n"
+    << "    cp_async_wait<0>(); // no copy outlives its thread\n"
+    << "    return;\n"
+    << "  }\n\n"
+    << "  // Warpgroups 0 and 1 compute: 64 query rows each, 16 per warp.\n"
+    << "  consumer_registers();\n"
+    << "  // attn-online-softmax: the query tile is loaded once (rows past q_len read as zero).\n"
+    << "  load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
+    << "    return q_start + r < q_len ? q + (q_start + r) * q_row : nullptr; }, q);\n"
+    << "  cp_async_commit();\n"
+    << "  cp_async_wait<0>();\n"
+    << "  fence_async_shared(); // the copies, visible to wgmma's shared-memory reads\n"
+    << "  computing_sync();\n"
+    << "  // attn-online-softmax: m = -inf, l = 0, acc = 0 for this warp's kWarpRows rows.\n"
+    << "  WarpState<Cfg> state;\n  state.init();\n\n"
+    << "  // attn-mask-tiles: the tiles in [lo, hi) (the IR's classes):\n";
+  for (const auto &kv : plan.loops)
+    o << "  //   [" << kv.lower << ", " << kv.upper << "): " << kv.why << "\n";
+  o << "  for (int i = 0; i < n; ++i) {\n"
+    << "    const int j = tile_lo + i, stage = i % Cfg::kStages;\n"
+    << "    ring.wait_filled(i); // tile j has landed in its stage\n"
+    << "    Scores<Cfg> s;\n"
+    << "    qk_wgmma<Cfg>(s, smem_q, warp, smem_k + stage * Cfg::kTileKV * Cfg::kHeadDim); // S = Q K^T\n";
+  if (masked)
+    o << "    // attn-mask-tiles: a partial tile: hide the keys this warp's rows may not see.\n"
+      << "    if (j < steps.full_lo || j >= steps.full_hi)\n"
+      << "      apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, j * Cfg::kStepKV, q_len, kv_len);\n";
+  o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
+    << "    // l = alpha l + rowsum P; acc = alpha acc, skipped while no row's max grew by more than\n"
+    << "    // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
+    << "    // The scale rides in the exponent, in base 2: exp2(S * scale * log2 e - m).\n"
+    << "    state.update(s, p.scale_log2);\n"
+    << "    accumulate_pv_wgmma<Cfg>(state, s, smem_v + stage * Cfg::kTileKV * Cfg::kHeadDim); // acc += P V\n"
+    << "    ring.release(i); // this warp is done with the stage\n"
+    << "  }\n";
+  printPrefillStore(o, plan);
 }
 
 /// Whether a decode kernel's K/V tiles come in runs of one page that
@@ -655,6 +743,8 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   shape.tile_q = static_cast<int>(tileQ);
   const BlockLayout layout = decode ? decodeLayout(spec) : prefillLayout(spec);
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / layout.warpRows * 32);
+  if (warpSpecialised(spec))
+    shape.threads = kWsConsumerThreads + kWsProducerThreads; // and a copying warpgroup
   shape.shared_bytes = static_cast<int>(sharedMemoryBytes(spec));
   shape.merge_threads = decode ? 128 : 0;
   shape.cluster_merge = decode && spec.target == Target::SM90a;
@@ -664,6 +754,8 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   printConfig(o, spec, plan, tileQ, layout, shape);
   if (decode)
     printDecode(o, spec, plan, shape.threads, shape.pair_shared_bytes > 0);
+  else if (warpSpecialised(spec))
+    printPrefillWarpSpecialised(o, spec, plan);
   else
     printPrefill(o, spec, plan, layout);
   source = o.str();

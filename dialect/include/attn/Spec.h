@@ -28,9 +28,11 @@ enum class DType { F16, BF16, F32, F64 };
 enum class MaskKind { None, Causal, SlidingWindow };
 enum class Target { SM80, SM90a, CPU };
 /// The tensor-core instructions of a GPU prefill kernel: `auto` (the
-/// measured choice, usesWgmma), `sync` (mma.sync, sm_80 and up) or `wgmma`
-/// (Hopper's warpgroup MMA reading shared memory directly; sm_90a).
-enum class MmaKind { Auto, Sync, Wgmma };
+/// measured choice, usesWgmma), `sync` (mma.sync, sm_80 and up), `wgmma`
+/// (Hopper's warpgroup MMA reading shared memory directly; sm_90a) or
+/// `wgmma_ws` (wgmma in a warp-specialised block: a third warpgroup copies
+/// K and V into a ring of stages for two warpgroups that compute; sm_90a).
+enum class MmaKind { Auto, Sync, Wgmma, WgmmaWs };
 
 /// A mask: none, causal, or a causal sliding window of `window` keys.
 /// Queries and keys are aligned at the bottom right: with q_len queries and
@@ -137,6 +139,11 @@ int64_t sharedMemoryBytes(const Spec &spec);
 /// Whether a GPU kernel of this spec runs on wgmma (a prefill spec's
 /// `mma`; auto: the measured choice for the target and tiles).
 bool usesWgmma(const Spec &spec);
+/// Whether a GPU kernel of this spec is warp-specialised (`mma = wgmma_ws`):
+/// 384 threads, warpgroups 0 and 1 compute 64 query rows each, warpgroup 2
+/// copies the K/V tiles (kWsProducerThreads threads).
+bool warpSpecialised(const Spec &spec);
+constexpr int kWsConsumerThreads = 256, kWsProducerThreads = 128;
 /// Largest dynamic shared memory per block of a GPU target.
 int64_t sharedMemoryLimit(Target target);
 
