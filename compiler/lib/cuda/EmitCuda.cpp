@@ -50,6 +50,13 @@ struct KernelPlan {
     std::string why;
   };
   std::vector<KVLoop> loops;
+  /// Whether some KV loop masks its tiles (a mask's edge, or the tail past kv_len).
+  bool masked() const {
+    for (const KVLoop &kv : loops)
+      if (kv.masked)
+        return true;
+    return false;
+  }
 };
 
 /// The TileRange field a KV-loop bound comes from.
@@ -418,9 +425,7 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
 /// warpgroups run the recurrence over them, each stage's mbarriers between.
 void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const KernelPlan &plan) {
   printPrefillStart(o, spec, plan, /*wgmma=*/true, "Cfg::kBlockThreads");
-  bool masked = false;
-  for (const auto &kv : plan.loops)
-    masked |= kv.masked;
+  const bool masked = plan.masked();
   o << "  static_assert(kSteps == 1, \"a warp-specialised block takes a K/V tile in one step\");\n"
     << "  const int n = tile_hi - tile_lo; // the tiles some row of this block sees\n"
     << "  // The ring's two mbarriers per stage, after the stages.\n"
@@ -517,9 +522,7 @@ int64_t decodePairSharedBytes(const Spec &spec, int threads) {
 
 void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan, int threads,
                  bool pairs) {
-  bool masked = false;
-  for (const auto &kv : plan.loops)
-    masked |= kv.masked;
+  const bool masked = plan.masked();
   o << "namespace {\n"
     << "/// The whole block when it runs kPipes K/V pipelines of Cfg::kThreads threads.\n"
     << "template <int kPipes>\n"
