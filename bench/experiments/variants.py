@@ -6,7 +6,7 @@
       no mask and causal, in the configurations the README's table names
   variants.py prefill-kv-split EMITTED.cu OUTDIR
       an emitted one-stage wgmma prefill kernel (`attnc emit --spec
-      mode=prefill,head_dim=128 --stage cuda`) whose next K tile loads once
+      mode=prefill,head_dim=128,mma=wgmma --stage cuda`) whose next K tile loads once
       every warp's S = Q K^T is done and whose next V tile once P V is; as
       emitted (kv_split.cu) and held to three blocks per SM (kv_split_3_blocks.cu)
   variants.py decode-prefetch EMITTED.cu OUTDIR

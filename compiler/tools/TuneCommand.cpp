@@ -105,7 +105,11 @@ int tune(const TuneOptions &o) {
       for (int q : {64, 128})
         for (int kv : {32, 64, 128})
           lists.push_back("tile_q=" + std::to_string(q) + ",tile_kv=" + std::to_string(kv));
-      for (int st : {1, 2})
+      // The warp-specialised block's ring takes 2..8 stages (three of 128
+      // keys fill the shared memory); the other blocks' loops one or two.
+      const std::vector<int> depths =
+          warpSpecialised(base) ? std::vector<int>{2, 3, 4} : std::vector<int>{1, 2};
+      for (int st : depths)
         lists.push_back(tiles + ",stages=" + std::to_string(st));
     }
   }

@@ -166,7 +166,8 @@ static cl::opt<std::string>
                    cl::desc("Tile sizes (and stages) to try, ';' between candidates (e.g. "
                             "\"tile_q=64,tile_kv=64;tile_kv=128,stages=1\"); default: tile_q 64 "
                             "and 128 x tile_kv 32, 64, 128 (decode: tile_kv only), then the "
-                            "built-in tiles at each pipeline depth (prefill 1-2, decode 2-4)"),
+                            "built-in tiles at each pipeline depth (prefill 1-2, 2-4 in the warp-specialised block, "
+                            "decode 2-4)"),
                    cl::sub(tuneCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> tuneSeqLen("seq-len",
                                    cl::desc("Keys per sequence of the timed shape (and queries, "
@@ -263,9 +264,19 @@ static int runSpec() {
     return 1;
   llvm::outs() << "canonical: " << spec->str() << "\n"
                << "symbol:    " << spec->symbol() << "\n";
-  if (spec->isGPU())
+  if (spec->isGPU()) {
     llvm::outs() << "shared memory: " << attn::sharedMemoryBytes(*spec) << " of "
                  << attn::sharedMemoryLimit(spec->target) << " bytes per block\n";
+    // The block the emitter prints for it (mma = auto resolved).
+    const int64_t stages = attn::kvStages(*spec);
+    const char *block = spec->mode == attn::Mode::Decode ? "decode"
+                        : attn::warpSpecialised(*spec)
+                            ? "warp-specialised wgmma (two computing warpgroups, one copying K/V)"
+                        : attn::usesWgmma(*spec) ? "wgmma"
+                                                 : "mma.sync";
+    llvm::outs() << "block:     " << block << ", " << stages << " K/V "
+                 << (stages == 1 ? "stage" : "stages") << "\n";
+  }
   return 0;
 }
 

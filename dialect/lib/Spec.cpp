@@ -227,8 +227,23 @@ bool usesWgmma(const Spec &spec) {
   return wgmmaShape(spec);
 }
 
+/// The shapes the warp-specialised block takes: two warpgroups of 64 query
+/// rows (tile_q 128), K/V tiles of 64 or 128 keys, head_dim 128 (the
+/// registers the copying warpgroup's 56 leave the computing ones).
+static bool warpSpecialisedShape(const Spec &spec) {
+  return spec.head_dim == 128 && spec.tile_q == 128 && (spec.tile_kv == 64 || spec.tile_kv == 128);
+}
+
 bool warpSpecialised(const Spec &spec) {
-  return spec.mode == Mode::Prefill && spec.target == Target::SM90a && spec.mma == MmaKind::WgmmaWs;
+  if (spec.mode != Mode::Prefill || spec.target != Target::SM90a)
+    return false;
+  if (spec.mma != MmaKind::Auto)
+    return spec.mma == MmaKind::WgmmaWs;
+  // auto: measured on the H200 (tests/gpu/RESULTS.md), 128 x 128 tiles in
+  // the warp-specialised block beat the wgmma block's best tiles (64 x 64)
+  // on every head_dim 128 row, 1-24 %; it takes the tiles and a ring of two
+  // stages at least.
+  return warpSpecialisedShape(spec) && (spec.stages == kStagesAuto || spec.stages >= 2);
 }
 
 int64_t sharedMemoryBytes(const Spec &spec) { return stagedBytes(spec, kvStages(spec)); }
@@ -276,16 +291,22 @@ void applyDefaultTiles(Spec &spec) {
     kv = spec.head_dim <= 64                         ? 128
          : hd128 && spec.mask.kind == MaskKind::None ? 32
                                                      : 64;
-    // sm_90a, head_dim 64 and 128: wgmma (usesWgmma) on 64 x 64 tiles, two
-    // or three blocks per SM; the fastest of the wgmma tiles on the H200 for both
-    // head dims, with and without a causal mask (128 x 128 was up to 4 %
-    // faster on the longest head_dim 128 rows, 5-7 % slower at N = 1024).
-    // A tile the spec gives keeps these only if wgmma takes the pair.
-    Spec wg = spec;
+    // sm_90a, head_dim 128: the warp-specialised block (warpSpecialised) on
+    // 128 x 128 tiles, one block per SM; 1-24 % faster on the H200 than the
+    // wgmma block's best tiles, with and without a causal mask.
+    // sm_90a, head_dim 64 (and 128 under mma = wgmma): wgmma (usesWgmma) on
+    // 64 x 64 tiles, two or three blocks per SM; the fastest of the wgmma
+    // block's tiles on the H200 for both head dims, with and without a
+    // causal mask (128 x 128 was up to 4 % faster on the longest head_dim
+    // 128 rows, 5-7 % slower at N = 1024).
+    // A tile the spec gives keeps these only if the block takes the pair.
+    Spec ws = spec, wg = spec;
+    ws.tile_q = spec.tile_q ? spec.tile_q : 128;
+    ws.tile_kv = spec.tile_kv ? spec.tile_kv : 128;
     wg.tile_q = spec.tile_q ? spec.tile_q : 64;
     wg.tile_kv = spec.tile_kv ? spec.tile_kv : 64;
-    if (spec.target == Target::SM90a && spec.mma == MmaKind::WgmmaWs)
-      q = kv = 128; // the warp-specialised block's measured tiles
+    if (warpSpecialised(ws))
+      q = kv = 128;
     else if (spec.target == Target::SM90a && spec.mma != MmaKind::Sync && wgmmaShape(wg))
       q = kv = 64;
   }
@@ -353,7 +374,9 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     // A warp-specialised block's ring: the copy of a stage waits for the
     // consumers to free it, so it needs two at least.
     if (warpSpecialised(s) && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 8))
-      return err("stages", s.stages, "must be auto or 2..8 for mma = wgmma_ws");
+      return err("stages", s.stages,
+                 "must be auto or 2..8 in the warp-specialised block (sm_90a prefill, head_dim "
+                 "128, tiles 128 x 64 or 128 x 128)");
     if (s.mode == Mode::Decode && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 4))
       return err("stages", s.stages, "must be auto or 2..4 for mode = decode");
     int64_t bytes = sharedMemoryBytes(s), limit = sharedMemoryLimit(s.target);
@@ -371,10 +394,7 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     return SpecError{"mma", name(s.mma), "applies to GPU prefill kernels only"};
   if ((s.mma == MmaKind::Wgmma || s.mma == MmaKind::WgmmaWs) && s.target != Target::SM90a)
     return SpecError{"mma", name(s.mma), std::string("needs target = sm_90a, not ") + name(s.target)};
-  // The block measured (tests/gpu/RESULTS.md): two warpgroups of 64 query
-  // rows and head_dim 128, whose registers the producers' 56 leave them.
-  if (s.mma == MmaKind::WgmmaWs && (s.tile_q != 128 || (s.tile_kv != 64 && s.tile_kv != 128) ||
-                                    s.head_dim != 128))
+  if (s.mma == MmaKind::WgmmaWs && !warpSpecialisedShape(s))
     return SpecError{"mma", "wgmma_ws",
                      "takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 (here " +
                          std::to_string(s.head_dim) + ", " + std::to_string(s.tile_q) + " x " +

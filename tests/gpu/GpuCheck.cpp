@@ -690,13 +690,17 @@ int main(int argc, char **argv) {
                     "return_lse=true");
     specs.push_back("mode=decode,dtype=f16,head_dim=64,gqa=8,page_size=16,mask=sliding_window(100),"
                     "split_kv=2,return_lse=true");
-    // The warp-specialised prefill block (mma=wgmma_ws, sm_90a only): masks, pages,
-    // GQA, lse, both tile widths.
+    // sm_90a, head_dim 128: the head_dim 128 specs above run the warp-specialised
+    // block (mma=auto's choice, 128 x 128 tiles); here its 128 x 64 tiles and
+    // a ring of two stages, the same block asked for by name, and the wgmma
+    // block that auto no longer picks for head_dim 128.
     if (g.rt->target() == Target::SM90a) {
+      specs.push_back("dtype=f16,mask=sliding_window(100),head_dim=128,tile_kv=64,gqa=7,page_size=19,"
+                      "return_lse=true");
+      specs.push_back("dtype=bf16,mask=causal,head_dim=128,stages=2,gqa=2");
       specs.push_back("mma=wgmma_ws,dtype=bf16,mask=none,head_dim=128,return_lse=true");
-      specs.push_back("mma=wgmma_ws,dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true");
-      specs.push_back("mma=wgmma_ws,dtype=f16,mask=sliding_window(100),head_dim=128,tile_kv=64,gqa=7,"
-                      "page_size=19,return_lse=true");
+      specs.push_back("mma=wgmma,dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true");
+      specs.push_back("mma=wgmma,dtype=f16,mask=none,head_dim=128,tile_q=128,tile_kv=128");
     }
   }
   if (benchOnly) {

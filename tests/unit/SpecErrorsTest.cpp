@@ -342,7 +342,12 @@ TEST_CASE("stages sets the pipeline depth within what the loops take", "[spec]")
   CHECK(d.str().find(",split_kv=auto,stages=4") != std::string::npos);
   CHECK(d.symbol().find("_sauto_st4") != std::string::npos);
   checkErrors({
-      {"head_dim=128,stages=3", "invalid spec: stages = 3: must be auto, 1 or 2 for mode = prefill"},
+      {"head_dim=64,stages=3", "invalid spec: stages = 3: must be auto, 1 or 2 for mode = prefill"},
+      {"head_dim=128,mma=wgmma,stages=3",
+       "invalid spec: stages = 3: must be auto, 1 or 2 for mode = prefill"},
+      {"head_dim=128,stages=9",
+       "invalid spec: stages = 9: must be auto or 2..8 in the warp-specialised block (sm_90a "
+       "prefill, head_dim 128, tiles 128 x 64 or 128 x 128)"},
       {"mode=decode,page_size=16,stages=1",
        "invalid spec: stages = 1: must be auto or 2..4 for mode = decode"},
       {"mode=decode,page_size=16,stages=5",
@@ -375,7 +380,7 @@ TEST_CASE("mma picks wgmma or mma.sync for sm_90a prefill within the shapes it t
   // while two blocks fit in an SM.
   CHECK(kvStages(s) == 1);
   CHECK(sharedMemoryBytes(s) == (128 + 2 * 128) * 128 * 2);
-  CHECK(kvStages(parseValid("head_dim=128")) == 1);
+  CHECK(kvStages(parseValid("head_dim=128,mma=wgmma")) == 1);
   CHECK(kvStages(parseValid("head_dim=64")) == 2);
   CHECK(kvStages(parseValid("head_dim=64,tile_q=128,tile_kv=128,mma=wgmma")) == 2);
   CHECK(kvStages(parseValid("head_dim=128,stages=2")) == 2);
@@ -421,6 +426,24 @@ TEST_CASE("mma = wgmma_ws: a warp-specialised block of 128 x 128 or 128 x 64 til
   CHECK(kvStages(kv64) == 4);
   CHECK(kvStages(parseValid("head_dim=128,mma=wgmma_ws,stages=2")) == 2);
   CHECK(!warpSpecialised(parseValid("head_dim=128,tile_q=128,tile_kv=128,mma=wgmma")));
+  // mma = auto picks the block (measured faster on every head_dim 128 row)
+  // wherever it takes the tiles and the stages; elsewhere the wgmma block's
+  // 64 x 64 tiles stay the default.
+  const Spec a = parseValid("head_dim=128");
+  CHECK((warpSpecialised(a) && a.mma == MmaKind::Auto && a.tile_q == 128 && a.tile_kv == 128));
+  CHECK(sharedMemoryBytes(a) == sharedMemoryBytes(s));
+  CHECK(kvStages(parseValid("head_dim=128,tile_kv=64")) == 4);
+  CHECK(warpSpecialised(parseValid("head_dim=128,tile_q=128,tile_kv=64,stages=2")));
+  for (const char *text : {"head_dim=128,stages=1", "head_dim=128,tile_q=64"}) {
+    INFO(text);
+    const Spec wg = parseValid(text);
+    CHECK((!warpSpecialised(wg) && usesWgmma(wg) && wg.tile_q == 64 && wg.tile_kv == 64));
+  }
+  for (const char *text : {"head_dim=128,tile_q=128,tile_kv=32", "head_dim=64", "head_dim=128,target=sm_80",
+                           "head_dim=128,mma=sync", "mode=decode,page_size=16"}) {
+    INFO(text);
+    CHECK(!warpSpecialised(parseValid(text)));
+  }
   checkErrors({
       {"head_dim=64,mma=wgmma_ws",
        "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 "
@@ -433,7 +456,8 @@ TEST_CASE("mma = wgmma_ws: a warp-specialised block of 128 x 128 or 128 x 64 til
       {"mode=decode,page_size=16,mma=wgmma_ws",
        "invalid spec: mma = wgmma_ws: applies to GPU prefill kernels only"},
       {"head_dim=128,mma=wgmma_ws,stages=1",
-       "invalid spec: stages = 1: must be auto or 2..8 for mma = wgmma_ws"},
+       "invalid spec: stages = 1: must be auto or 2..8 in the warp-specialised block (sm_90a "
+       "prefill, head_dim 128, tiles 128 x 64 or 128 x 128)"},
       {"head_dim=128,mma=wgmma_ws,stages=4",
        "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 4 stages of K and V tiles "
        "need 294976 bytes of shared memory, target = sm_90a has 232448 per block"},
@@ -455,7 +479,7 @@ TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
   CHECK(sharedMemoryBytes(parseValid("head_dim=128,mma=sync")) == (128 + 2 * 2 * 32) * 128 * 2);
   CHECK(kvStages(parseValid("head_dim=64,mask=causal,mma=sync")) == 2);
   CHECK(sharedMemoryBytes(parseValid("head_dim=64,mma=sync")) == (128 + 2 * 2 * 128) * 64 * 2);
-  CHECK(sharedMemoryBytes(parseValid("head_dim=128")) == (64 + 2 * 64) * 128 * 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=128,mma=wgmma")) == (64 + 2 * 64) * 128 * 2);
   CHECK(sharedMemoryBytes(parseValid("head_dim=64")) == (64 + 2 * 2 * 64) * 64 * 2);
   CHECK(kvStages(parseValid("head_dim=32")) == 1);
   CHECK(kvStages(parseValid("mode=decode,page_size=16,gqa=4")) == 3);

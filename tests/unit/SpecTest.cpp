@@ -36,8 +36,9 @@ TEST_CASE("an empty spec is a bf16 prefill kernel for sm_90a with default tiles"
     CHECK(s.head_dim == 128);
     CHECK(s.dtype == DType::BF16);
     CHECK(s.target == Target::SM90a);
-    CHECK(s.tile_q == 64); // wgmma's tiles (usesWgmma)
-    CHECK(s.tile_kv == 64);
+    CHECK(s.tile_q == 128); // the warp-specialised block's tiles (warpSpecialised)
+    CHECK(s.tile_kv == 128);
+    CHECK(warpSpecialised(s));
     CHECK(s.mask == Mask{});
     CHECK(s.page_size == 0);
     CHECK(s.gqa == 1);
@@ -52,7 +53,9 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
     int headDim, tileQ, tileKV;
   };
   // mma.sync kernels: sm_80, and sm_90a's head dims wgmma does not take (or
-  // mma=sync); sm_90a's head_dim 64 and 128 run wgmma on 64 x 64 tiles.
+  // mma=sync); sm_90a's head_dim 64 runs wgmma on 64 x 64 tiles, head_dim
+  // 128 the warp-specialised block on 128 x 128 (and under mma=wgmma, the
+  // wgmma block on 64 x 64).
   for (const char *target : {"sm_80", "sm_90a", "sm_90a,mma=sync"}) {
     const bool wgmma = std::string(target) == "sm_90a";
     for (Case c : {Case{32, 128, 128}, Case{64, 128, 128}, Case{96, 128, 64},
@@ -61,12 +64,16 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
                           ",head_dim=" + std::to_string(c.headDim));
       INFO("target=" << target << " head_dim=" << c.headDim);
       const bool wg = wgmma && (c.headDim == 64 || c.headDim == 128);
-      CHECK(s.tile_q == (wg ? 64 : c.tileQ));
-      CHECK(s.tile_kv == (wg ? 64 : c.tileKV));
+      const bool ws = wgmma && c.headDim == 128;
+      CHECK(s.tile_q == (ws ? 128 : wg ? 64 : c.tileQ));
+      CHECK(s.tile_kv == (ws ? 128 : wg ? 64 : c.tileKV));
       CHECK(usesWgmma(s) == wg);
+      CHECK(warpSpecialised(s) == ws);
       CHECK(s.dtype == DType::BF16);
     }
   }
+  const Spec wg = parseValid("head_dim=128,mma=wgmma");
+  CHECK((wg.tile_q == 64 && wg.tile_kv == 64 && usesWgmma(wg) && !warpSpecialised(wg)));
 }
 
 TEST_CASE("target=cpu defaults to f32 and 64x64 tiles", "[spec][defaults]") {
@@ -164,7 +171,7 @@ TEST_CASE("names, element sizes and field names are the documented spellings",
 TEST_CASE("the canonical form lists every field in a fixed order",
           "[spec][canonical]") {
   CHECK(parseValid("").str() ==
-        "mode=prefill,head_dim=128,dtype=bf16,tile_q=64,tile_kv=64,mask=none,"
+        "mode=prefill,head_dim=128,dtype=bf16,tile_q=128,tile_kv=128,mask=none,"
         "page_size=0,gqa=1,return_lse=false,target=sm_90a");
   CHECK(parseValid("target=cpu,mode=decode,page_size=32,mask=sliding_window(9),"
                    "return_lse=true,split_kv=4,gqa=2,head_dim=40")
@@ -179,9 +186,9 @@ TEST_CASE("the canonical form lists every field in a fixed order",
 
 TEST_CASE("the symbol spells out every field", "[spec][canonical]") {
   CHECK(parseValid("mask=causal,page_size=16,gqa=4").symbol() ==
-        "attn_prefill_hd128_bf16_q64_kv64_causal_p16_g4_sm90a");
+        "attn_prefill_hd128_bf16_q128_kv128_causal_p16_g4_sm90a");
   CHECK(parseValid("").symbol() ==
-        "attn_prefill_hd128_bf16_q64_kv64_nomask_p0_g1_sm90a");
+        "attn_prefill_hd128_bf16_q128_kv128_nomask_p0_g1_sm90a");
   CHECK(parseValid("mode=decode,page_size=16,mask=sliding_window(512),"
                    "return_lse=true,target=sm_80,dtype=f16,split_kv=8")
             .symbol() ==

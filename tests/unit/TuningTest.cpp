@@ -85,7 +85,7 @@ TEST_CASE("a tuned pipeline depth comes with its tiles, unless the spec sets its
 
   // A depth its tiles cannot take refuses the whole table, naming the line.
   const std::string bad = tempPath("bad-stages.txt");
-  std::ofstream(bad) << tuningKey(parsed("mask=causal")) << ": tile_q=128,tile_kv=64,stages=3\n";
+  std::ofstream(bad) << tuningKey(parsed("mask=causal")) << ": tile_q=64,tile_kv=64,stages=3\n";
   TuningTable refused;
   CHECK_FALSE(refused.load(bad, error));
   CHECK(error == bad + ":1: invalid spec: stages = 3: must be auto, 1 or 2 for mode = prefill");

@@ -139,9 +139,10 @@ int64_t sharedMemoryBytes(const Spec &spec);
 /// Whether a GPU kernel of this spec runs on wgmma (a prefill spec's
 /// `mma`; auto: the measured choice for the target and tiles).
 bool usesWgmma(const Spec &spec);
-/// Whether a GPU kernel of this spec is warp-specialised (`mma = wgmma_ws`):
-/// 384 threads, warpgroups 0 and 1 compute 64 query rows each, warpgroup 2
-/// copies the K/V tiles (kWsProducerThreads threads).
+/// Whether a GPU kernel of this spec is warp-specialised (`mma = wgmma_ws`,
+/// and `auto`'s choice for sm_90a prefill of head_dim 128 on tiles of
+/// 128 x 64 or 128 x 128): 384 threads, warpgroups 0 and 1 compute 64 query
+/// rows each, warpgroup 2 copies the K/V tiles (kWsProducerThreads threads).
 bool warpSpecialised(const Spec &spec);
 constexpr int kWsConsumerThreads = 256, kWsProducerThreads = 128;
 /// Largest dynamic shared memory per block of a GPU target.
