@@ -420,7 +420,8 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
   printPrefillStore(o, plan);
 }
 
-/// A warp-specialised prefill block (attn/warpspec.cuh, `mma = wgmma_ws`):
+/// A warp-specialised prefill block (attn/warpspec.cuh, `mma = wgmma_ws`, and
+/// `auto`'s choice for head_dim 128 on sm_90a):
 /// the copying warpgroup fills a ring of K/V stages while the two computing
 /// warpgroups run the recurrence over them, each stage's mbarriers between.
 void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const KernelPlan &plan) {
