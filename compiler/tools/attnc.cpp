@@ -241,9 +241,14 @@ A spec is a comma-separated list of field=value pairs; unset fields take default
   return_lse  true | false                                      (false)
   target      sm_80 | sm_90a | cpu                              (sm_90a)
   split_kv    decode only: auto | number of splits              (auto)
-  stages      K/V stages: auto | 1..2 prefill, 2..4 decode       (auto: measured)
-  mma         GPU prefill: auto | sync | wgmma (sm_90a, head_dim 64/128, tiles 64/128)
-                                                                (auto: wgmma where it fits)
+  stages      K/V stages: auto | 1..2 prefill (2..8 warp-specialised), 2..4 decode
+                                                                (auto: measured)
+  mma         GPU prefill: auto | sync | wgmma | wgmma_ws       (auto, see below)
+              wgmma:    sm_90a, head_dim 64/128, tiles 64/128
+              wgmma_ws: sm_90a, head_dim 128, tiles 128 x 64 or 128 x 128; one
+                        warpgroup copies K/V for two that compute
+              auto:     wgmma_ws for sm_90a head_dim 128, wgmma for head_dim 64,
+                        else sync (mma.sync)
 Example:
   attnc emit --spec mode=prefill,mask=causal,page_size=16,gqa=4,head_dim=128 --print-ir-after-all
 )";
