@@ -283,7 +283,7 @@ void applyDefaultTiles(Spec &spec) {
     // Measured on the H200 (tests/gpu/RESULTS.md): head_dim 64 runs fastest
     // with 128-key tiles taken 64 keys per step; head_dim 128 with two tiles
     // in flight (the emitter picks the step and the stages, see
-    // EmitCuda.cpp): 32-key tiles without a mask, 64-key tiles (taken 32
+    // prefillLayout in EmitCuda.cpp): 32-key tiles without a mask, 64-key tiles (taken 32
     // keys per step) under a causal or window mask, 2 % faster there and
     // 0.2-1 % slower without one.
     const bool hd128 = spec.head_dim > 96 && spec.head_dim <= 128;
