@@ -247,8 +247,8 @@ A spec is a comma-separated list of field=value pairs; unset fields take default
               wgmma:    sm_90a, head_dim 64/128, tiles 64/128
               wgmma_ws: sm_90a, head_dim 128, tiles 128 x 64 or 128 x 128; one
                         warpgroup copies K/V for two that compute
-              auto:     wgmma_ws for sm_90a head_dim 128, wgmma for head_dim 64,
-                        else sync (mma.sync)
+              auto:     wgmma_ws for sm_90a head_dim 128 where its tiles fit, wgmma
+                        for head_dim 64, else sync (mma.sync)
 Example:
   attnc emit --spec mode=prefill,mask=causal,page_size=16,gqa=4,head_dim=128 --print-ir-after-all
 )";
