@@ -21,6 +21,11 @@
 // fetch 128 or 256 bytes around each piece (.L2::128B, .L2::256B); and the
 // translations of a tile's pages warmed some tiles before its copy (one
 // prefetch.global.L2 line per page of K and of V, this head's first row).
+// And ("cmp ...", with `--only cmp` alone) how much of the shuffle's cost
+// goes with the size of what a table entry keeps together: the pages
+// shuffled in runs of 2 or 4, and K and V of a page side by side in one
+// buffer ("kv side by side": [page][K, V][16][H][d], as some serving
+// engines lay out their caches), shuffled and in order.
 // GB/s of K + V read, median of 30 launches; the split count follows the
 // runtime's rule (chooseSplits) at the occupancy each variant gets.
 //
@@ -47,7 +52,7 @@
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
 
-enum { NHD = 0, HND = 1, CONTIG = 2, ALLH = 3 };
+enum { NHD = 0, HND = 1, CONTIG = 2, ALLH = 3, KVI = 4 };
 enum { CPASYNC = 0, BULK = 1, TMA = 2, LDG = 3 };
 
 __device__ __forceinline__ unsigned saddr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -61,6 +66,8 @@ __device__ __forceinline__ long long rowoff(const Args &a, int seq, int h, int t
   // byte offset of token t's row (256 B) for head h
   if (kLayout == CONTIG) return ((long long)(seq * a.hkv + h) * a.n + t) * 256;
   if (kLayout == NHD) return (((long long)page * 16 + t % 16) * a.hkv + h) * 256;
+  // K and V of a page side by side, [page][K, V][16][H][d] (v = k + one half-page)
+  if (kLayout == KVI) return (((long long)page * 32 + t % 16) * a.hkv + h) * 256;
   return (((long long)page * a.hkv + h) * 16 + t % 16) * 256;
 }
 
@@ -332,6 +339,37 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&c.table, pages * 4));
     CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
     run<CONTIG, CPASYNC, 3>("contig cp.async", c);
+    // What the shuffle costs against how much of the cache a table entry keeps
+    // together ("cmp", all flushed alike): pages of 16 shuffled in runs of 2 and 4
+    // consecutive pages (64 and 128 KiB of K at 8 heads), and K and V of each page
+    // side by side ([page][K, V][16][H][d], 64 KiB a page), shuffled and in order.
+    {
+      auto inRuns = [&](int r) {
+        std::vector<int> groups(pages / r), t(pages);
+        std::iota(groups.begin(), groups.end(), 0);
+        std::mt19937 rr(7);
+        std::shuffle(groups.begin(), groups.end(), rr);
+        for (int i = 0; i < pages; ++i) t[i] = groups[i / r] * r + i % r;
+        return t;
+      };
+      run<CONTIG, CPASYNC, 3>("cmp contig", c);
+      run<NHD, CPASYNC, 3>("cmp nhd shuffled", c);
+      for (int r : {2, 4}) {
+        const std::vector<int> t = inRuns(r);
+        CK(cudaMemcpy(c.table, t.data(), pages * 4, cudaMemcpyHostToDevice));
+        run<NHD, CPASYNC, 3>(r == 2 ? "cmp nhd runs of 2" : "cmp nhd runs of 4", c);
+      }
+      CK(cudaMemcpy(c.table, inOrder.data(), pages * 4, cudaMemcpyHostToDevice));
+      run<NHD, CPASYNC, 3>("cmp nhd in order", c);
+      Cache side = c; // one buffer: page p's K half, then its V half
+      CK(cudaMalloc(&side.k, 2 * bytes));
+      CK(cudaMemset(side.k, 3, 2 * bytes));
+      side.v = side.k + (size_t)16 * sh.hkv * 256;
+      run<KVI, CPASYNC, 3>("cmp kv side by side in order", side);
+      CK(cudaMemcpy(c.table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
+      run<KVI, CPASYNC, 3>("cmp kv side by side", side);
+      CK(cudaFree(side.k));
+    }
     run<NHD, CPASYNC, 3>("nhd cp.async", c);
     run<ALLH, CPASYNC, 3>("nhd all heads cp.async", c);
     // The same pages in order: what the shuffle itself costs.

@@ -19,6 +19,12 @@
       or half of them, evict_normal, and two policies given as constant
       encodings: evict_first's and 0x10F0000000000000, which runs as the
       unhinted copy does (the control of the hinted form)
+  variants.py decode-heads-in-step EMITTED.cu OUTDIR
+      the same emitted decode kernel launched in thread-block clusters of 2,
+      4 or 8 of a sequence's KV heads (__cluster_dims__), whose blocks wait
+      at a cluster barrier once a tile so that none runs more than a tile
+      ahead of the others; and clusters of 8 without the barrier (the cost
+      of the clusters alone)
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
 which times it on its spec's rows and checks its output against the emitted
@@ -284,10 +290,41 @@ def decode_cache_policy(emitted, outdir):
     write_all(outdir, files)
 
 
+def decode_heads_in_step(emitted, outdir):
+    src = read(emitted)
+    files = {}
+    loop = "    for (int j = mine.lo; j < mine.hi; ++j) {\n"
+    issued = "      cp_async_commit();\n#pragma unroll\n      for (int i = 0; i + 1 < Cfg::kTableAhead; ++i)"
+    after = "    pipe_sync_evenly<kPipes"
+    arrive = '    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");\n'
+    wait = '    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");\n'
+    for blocks, in_step in ((8, True), (4, True), (2, True), (8, False)):
+        s = src
+        # the main kernel only: the pair kernel's lines sit under ATTN_PAIR_PROGRAM
+        marker = "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) "
+        s = replace_once(s, marker, "extern \"C\" __global__ void __cluster_dims__(1, %d, 1) "
+                         "__launch_bounds__(Cfg::kThreads, 1) " % blocks, "main kernel", emitted)
+        s = replace_once(s, "  const bool clustered = cluster_place().blocks > 1;\n",
+                         "  const bool clustered = false; // the cluster holds KV heads here, not splits\n",
+                         "decode cluster test", emitted)
+        if in_step:
+            s = replace_once(s, loop, arrive + loop, "the KV loop", emitted)
+            s = replace_once(s, issued, "      cp_async_commit();\n"
+                             "      // no KV head of the cluster more than a tile ahead of the others\n  "
+                             + wait + "  " + arrive
+                             + "#pragma unroll\n      for (int i = 0; i + 1 < Cfg::kTableAhead; ++i)",
+                             "the copy after the barrier", emitted)
+            s = replace_once(s, after, wait + after, "the loop's end", emitted)
+        files["decode_heads_c%d%s.cu" % (blocks, "" if in_step else "_free")] = s
+    write_all(outdir, files)
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
-         " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR (--help for more)")
+         " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR |"
+         " decode-heads-in-step EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
-            "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2)}
+            "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
+            "decode-heads-in-step": (decode_heads_in_step, 2)}
 
 
 def main(argv):

@@ -18,10 +18,11 @@ mkdir -p "$work"
 "$python" "$variants" prefill-kv-split "$work/prefill.cu" "$work/kv-split"
 "$python" "$variants" decode-prefetch "$work/decode.cu" "$work/prefetch"
 "$python" "$variants" decode-cache-policy "$work/decode.cu" "$work/policy"
-variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu)
+"$python" "$variants" decode-heads-in-step "$work/decode.cu" "$work/heads"
+variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu "$work"/heads/*.cu)
 count=${#variants_written[@]}
-if [ "$count" -ne 59 ]; then
-  echo "experiments.sh: expected 59 variants, found $count" >&2
+if [ "$count" -ne 63 ]; then
+  echo "experiments.sh: expected 63 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
@@ -40,6 +41,7 @@ refused() { # COMMAND PLACE
 }
 refused decode-prefetch "kTableAhead = 2"
 refused decode-cache-policy "decode.cuh include"
+refused decode-heads-in-step "decode cluster test"
 compiled=""
 if [ $# -ge 1 ]; then
   "$1" "${variants_written[@]}"
