@@ -1,0 +1,49 @@
+"""attnc's paged decode over a cache whose pages are shuffled singly, in runs of 2 and of 4
+consecutive pages, and in order, against SDPA cuDNN on the same cache contiguous: bench.py's
+decode rows, inputs and timing (three interleaved rounds, the medians). Runs on the GPU
+machine as bench.py does:
+
+    ATTNC_LIBRARY=build-static/pack/libattnc.so python3 bench/experiments/decode_runs.py
+
+Every attnc output is checked against SDPA's before anything is timed.
+"""
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import bench
+from bench import torch, F, SDPBackend, sdpa_kernel, attnc, rel_err, timed_rounds
+bench.REPEAT = 3
+gen = torch.Generator(device="cpu").manual_seed(1)
+for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096), (8, 64, 8, 32768)):
+    page, pps = 16, n // 16
+    k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    q = torch.randn(b, hq, 1, 128, device="cuda", dtype=torch.bfloat16)
+    ko, vo = (x.permute(0, 2, 1, 3).reshape(b * pps, page, hkv, 128).contiguous() for x in (k, v))
+    tables = {}
+    for r in (1, 2, 4):
+        g = torch.randperm(b * pps // r, generator=gen)
+        perm = (g.view(-1, 1) * r + torch.arange(r).view(1, -1)).reshape(-1).to("cuda")
+        kp, vp = torch.empty_like(ko), torch.empty_like(vo)
+        kp[perm], vp[perm] = ko, vo
+        tables["runs%d" % r] = (kp, vp, perm.view(b, pps).to(torch.int32))
+    tables["in_order"] = (ko, vo, torch.arange(b * pps, dtype=torch.int32, device="cuda").view(b, pps))
+    qp = q.view(b, hq, 128).contiguous()
+    cu = torch.arange(0, b + 1, dtype=torch.int32, device="cuda")
+    lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    fns, plans = {}, []
+    for name, (kc, vc, t) in tables.items():
+        p = attnc.plan(qp, kc, vc, cu_seqlens_q=cu, max_seqlen_q=1, block_table=t, seq_lens_k=lens, max_seqlen_k=n)
+        p.run()
+        e = rel_err(p.out.view(b, hq, 1, 128), ref)
+        if not e < 1e-2:
+            raise SystemExit("B %d kv %d (%s): attnc differs from SDPA (relative error %.3g); nothing timed"
+                             % (b, n, name, e))
+        fns[name] = (p.run, None)
+        plans.append(p)
+    fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), SDPBackend.CUDNN_ATTENTION)
+    t, samples = timed_rounds(fns)
+    nb = 2 * k.numel() * k.element_size()
+    print("B %3d kv %5d " % (b, n) + "  ".join(  # GB/s of K + V, and the ratio to cuDNN
+"%s %.1f (x%.3f)" % (s, nb / t[s] / 1e6, t["cudnn"] / t[s]) for s in t))
+    del tables, fns, plans, p
