@@ -42,8 +42,9 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
         fns[name] = (p.run, None)
         plans.append(p)
     fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), SDPBackend.CUDNN_ATTENTION)
-    t, samples = timed_rounds(fns)
+    t, _ = timed_rounds(fns)
     nb = 2 * k.numel() * k.element_size()
-    print("B %3d kv %5d " % (b, n) + "  ".join(  # GB/s of K + V, and the ratio to cuDNN
-"%s %.1f (x%.3f)" % (s, nb / t[s] / 1e6, t["cudnn"] / t[s]) for s in t))
+    # GB/s of K + V per series, and its ratio to cuDNN's
+    rates = ["%s %.1f (x%.3f)" % (s, nb / t[s] / 1e6, t["cudnn"] / t[s]) for s in t]
+    print("B %3d kv %5d  %s" % (b, n, "  ".join(rates)))
     del tables, fns, plans, p
