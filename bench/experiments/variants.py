@@ -25,6 +25,12 @@
       at a cluster barrier once a tile so that none runs more than a tile
       ahead of the others; and clusters of 8 without the barrier (the cost
       of the clusters alone)
+  variants.py decode-keys-as-m EMITTED.cu OUTDIR
+      the same emitted decode kernel (or its GQA 8 twin) with the keys as the
+      MMA's M dimension: S^T = K Q^T and O^T += V^T P^T, 8 query rows a pass
+      (decode_keys_as_m.cuh.in): half the mma instructions and half the
+      accumulator of the emitted block, which pads its rows to 16; blocks of
+      a cluster keep the emitted code
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
 which times it on its spec's rows and checks its output against the emitted
@@ -319,12 +325,57 @@ def decode_heads_in_step(emitted, outdir):
     write_all(outdir, files)
 
 
+def decode_keys_as_m(emitted, outdir):
+    src = read(emitted)
+    start = "template <int kPipes>\n__device__ __forceinline__ void decode_block(const Params &p) {\n"
+    end = "\n}\n\n// attn-split-kv: splits as the two pipelines"
+    if start not in src or end not in src[src.find(start):]:
+        raise Refused("%s has no decode_block: not the kernel this command edits, or emitted by another "
+                      "attnc" % emitted)
+    body = src[src.find(start):src.find(end, src.find(start)) + 3]
+    t = body.replace("void decode_block(", "void decode_block_keys_as_m(", 1)
+    edits = (
+        ("row0 += Cfg::kTileQ)", "row0 += 8)", "the q_tiles loop"),
+        ("min(row0 + Cfg::kTileQ, rows)", "min(row0 + 8, rows)", "the rows of a pass"),
+        ("    DecodeState<Block> state;\n", "    KeysAsMState<Block> state;\n", "the warp state"),
+        ("    DecodeQuery<Block> query;", "    KeysAsMQuery<Block> query;", "the query fragments"),
+        ("      DecodeScores<Block> s;\n", "      float s[4]; // S^T: this warp's 16 keys x 8 rows\n",
+         "the scores"),
+        ("        decode_mask<Block>(s,", "        keys_as_m_mask<Block>(s,", "the mask"),
+        ("      decode_pv<Block>(state, s, smem_v(stage), warp);",
+         "      keys_as_m_pv<Block>(state, s, smem_v(stage), warp);", "P V"),
+        ("      decode_store<Block>(state, scratch, row0, rows, sink);",
+         "      keys_as_m_store<Block>(state, scratch, row0, rows, sink);", "the store"),
+    )
+    for anchor, new, what in edits:
+        t = replace_once(t, anchor, new, what, emitted)
+    # the cluster's merge stays the emitted kernel's: clustered blocks take decode_block
+    t = replace_once(t, "    if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
+                     "    else\n", "", "the cluster's store", emitted)
+    helpers = read(os.path.join(HERE, "decode_keys_as_m.cuh.in"))
+    s = replace_once(src, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n' + helpers,
+                     "decode.cuh include", emitted)
+    s = replace_once(s, end, end.replace("\n}\n\n", "\n}\n\n" + t + "\n\n", 1), "the end of decode_block",
+                     emitted)
+    # with the emitted block for clusters, and (only) without it: a cluster's
+    # blocks then store nothing, and the check against the emitted kernel says so
+    body_call = "  decode_block<1>(p);\n"
+    files = {
+        "decode_keys_as_m.cu": replace_once(
+            s, body_call, "  if (cluster_place().blocks > 1)\n    decode_block<1>(p);\n"
+            "  else\n    decode_block_keys_as_m<1>(p);\n", "the main kernel's body", emitted),
+        "decode_keys_as_m_only.cu": replace_once(
+            s, body_call, "  if (cluster_place().blocks == 1)\n    decode_block_keys_as_m<1>(p);\n",
+            "the main kernel's body", emitted)}
+    write_all(outdir, files)
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
          " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR |"
-         " decode-heads-in-step EMITTED.cu OUTDIR (--help for more)")
+         " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
             "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
-            "decode-heads-in-step": (decode_heads_in_step, 2)}
+            "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2)}
 
 
 def main(argv):

@@ -19,10 +19,12 @@ mkdir -p "$work"
 "$python" "$variants" decode-prefetch "$work/decode.cu" "$work/prefetch"
 "$python" "$variants" decode-cache-policy "$work/decode.cu" "$work/policy"
 "$python" "$variants" decode-heads-in-step "$work/decode.cu" "$work/heads"
-variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu "$work"/heads/*.cu)
+"$python" "$variants" decode-keys-as-m "$work/decode.cu" "$work/keys-as-m"
+variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu "$work"/heads/*.cu
+                  "$work"/keys-as-m/*.cu)
 count=${#variants_written[@]}
-if [ "$count" -ne 63 ]; then
-  echo "experiments.sh: expected 63 variants, found $count" >&2
+if [ "$count" -ne 65 ]; then
+  echo "experiments.sh: expected 65 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
@@ -42,6 +44,7 @@ refused() { # COMMAND PLACE
 refused decode-prefetch "kTableAhead = 2"
 refused decode-cache-policy "decode.cuh include"
 refused decode-heads-in-step "decode cluster test"
+refused decode-keys-as-m "decode_block"
 compiled=""
 if [ $# -ge 1 ]; then
   "$1" "${variants_written[@]}"
