@@ -245,10 +245,13 @@ A spec is a comma-separated list of field=value pairs; unset fields take default
                                                                 (auto: measured)
   mma         GPU prefill: auto | sync | wgmma | wgmma_ws       (auto, see below)
               wgmma:    sm_90a, head_dim 64/128, tiles 64/128
-              wgmma_ws: sm_90a, head_dim 128, tiles 128 x 64 or 128 x 128; one
-                        warpgroup copies K/V for two that compute
-              auto:     wgmma_ws for sm_90a head_dim 128 where its tiles fit, wgmma
-                        for head_dim 64, else sync (mma.sync)
+              wgmma_ws: sm_90a, one warpgroup copies K/V for those that compute:
+                        head_dim 128 on tiles 128 x 64 or 128 x 128 (two),
+                        head_dim 64 on 192 x 64 or 192 x 128 (three; default 192 x 128)
+              auto:     wgmma_ws for sm_90a head_dim 128 where its tiles fit and for
+                        head_dim 64 with tile_q 192, wgmma for head_dim 64, else sync
+                        (mma.sync); attnc's runtime takes head_dim 64's 192 x 128 for
+                        long prefills (see README)
 Example:
   attnc emit --spec mode=prefill,mask=causal,page_size=16,gqa=4,head_dim=128 --print-ir-after-all
 )";
@@ -274,11 +277,14 @@ static int runSpec() {
                  << attn::sharedMemoryLimit(spec->target) << " bytes per block\n";
     // The block the emitter prints for it (mma = auto resolved).
     const int64_t stages = attn::kvStages(*spec);
-    const char *block = spec->mode == attn::Mode::Decode ? "decode"
-                        : attn::warpSpecialised(*spec)
-                            ? "warp-specialised wgmma (two computing warpgroups, one copying K/V)"
-                        : attn::usesWgmma(*spec) ? "wgmma"
-                                                 : "mma.sync";
+    const std::string block =
+        spec->mode == attn::Mode::Decode ? "decode"
+        : attn::warpSpecialised(*spec)
+            ? std::string("warp-specialised wgmma (") +
+                  (attn::wsComputingThreads(*spec) == 384 ? "three" : "two") +
+                  " computing warpgroups, one copying K/V)"
+        : attn::usesWgmma(*spec) ? "wgmma"
+                                 : "mma.sync";
     llvm::outs() << "block:     " << block << ", " << stages << " K/V "
                  << (stages == 1 ? "stage" : "stages") << "\n";
   }

@@ -223,15 +223,21 @@ bool usesWgmma(const Spec &spec) {
   if (spec.mma != MmaKind::Auto)
     return spec.mma == MmaKind::Wgmma || spec.mma == MmaKind::WgmmaWs;
   // Measured on the H200 (tests/gpu/RESULTS.md): wgmma beat mma.sync on
-  // every prefill row of head_dim 64 and 128 with its best tiles.
-  return wgmmaShape(spec);
+  // every prefill row of head_dim 64 and 128 with its best tiles; the
+  // warp-specialised block (auto's choice where it takes the tiles) is wgmma too.
+  return wgmmaShape(spec) || warpSpecialised(spec);
 }
 
-/// The shapes the warp-specialised block takes: two warpgroups of 64 query
-/// rows (tile_q 128), K/V tiles of 64 or 128 keys, head_dim 128 (the
-/// registers the copying warpgroup's 56 leave the computing ones).
+/// The shapes the warp-specialised block takes: K/V tiles of 64 or 128
+/// keys, and either head_dim 128 with two warpgroups of 64 query rows
+/// (tile_q 128) or head_dim 64 with three (tile_q 192). The registers set
+/// the limit: 384 threads get 168 each, 512 get 128, and what the copying
+/// warpgroup gives back (it keeps 56) leaves the computing ones 224 at
+/// head_dim 128 and 152 at head_dim 64 (attn/warpspec.cuh).
 static bool warpSpecialisedShape(const Spec &spec) {
-  return spec.head_dim == 128 && spec.tile_q == 128 && (spec.tile_kv == 64 || spec.tile_kv == 128);
+  const bool tiles = spec.tile_kv == 64 || spec.tile_kv == 128;
+  return tiles && ((spec.head_dim == 128 && spec.tile_q == 128) ||
+                   (spec.head_dim == 64 && spec.tile_q == 192));
 }
 
 bool warpSpecialised(const Spec &spec) {
@@ -251,6 +257,8 @@ int64_t sharedMemoryBytes(const Spec &spec) { return stagedBytes(spec, kvStages(
 static TileTuner tileTuner = nullptr;
 
 void setTileTuner(TileTuner tuner) { tileTuner = tuner; }
+
+bool hasTunedTiles(const Spec &spec) { return tileTuner && tileTuner(spec).has_value(); }
 
 std::string tuningKey(const Spec &spec) {
   Spec key = spec;
@@ -299,14 +307,23 @@ void applyDefaultTiles(Spec &spec) {
     // block's tiles on the H200 for both head dims, with and without a
     // causal mask (128 x 128 was up to 4 % faster on the longest head_dim
     // 128 rows, 5-7 % slower at N = 1024).
+    // sm_90a, head_dim 64 under mma = wgmma_ws, or with tile_q 192 given:
+    // the warp-specialised block of three computing warpgroups on 192 x 128
+    // tiles (3-11 % faster than the wgmma block on the H200 from 4096 query
+    // rows on, 5-32 % slower on shorter ones, tests/gpu/RESULTS.md; the
+    // runtime takes it by the call's length, attentionSpec).
     // A tile the spec gives keeps these only if the block takes the pair.
     Spec ws = spec, wg = spec;
-    ws.tile_q = spec.tile_q ? spec.tile_q : 128;
+    ws.tile_q = spec.tile_q ? spec.tile_q
+                : spec.head_dim == 64 && spec.mma == MmaKind::WgmmaWs ? 192
+                                                                       : 128;
     ws.tile_kv = spec.tile_kv ? spec.tile_kv : 128;
     wg.tile_q = spec.tile_q ? spec.tile_q : 64;
     wg.tile_kv = spec.tile_kv ? spec.tile_kv : 64;
-    if (warpSpecialised(ws))
-      q = kv = 128;
+    if (warpSpecialised(ws)) {
+      q = ws.tile_q;
+      kv = ws.tile_kv;
+    }
     else if (spec.target == Target::SM90a && spec.mma != MmaKind::Sync && wgmmaShape(wg))
       q = kv = 64;
   }
@@ -375,8 +392,8 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     // consumers to free it, so it needs two at least.
     if (warpSpecialised(s) && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 8))
       return err("stages", s.stages,
-                 "must be auto or 2..8 in the warp-specialised block (sm_90a prefill, head_dim "
-                 "128, tiles 128 x 64 or 128 x 128)");
+                 "must be auto or 2..8 in the warp-specialised block (sm_90a prefill: head_dim "
+                 "128 on tiles 128 x 64 or 128 x 128, head_dim 64 on 192 x 64 or 192 x 128)");
     if (s.mode == Mode::Decode && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 4))
       return err("stages", s.stages, "must be auto or 2..4 for mode = decode");
     int64_t bytes = sharedMemoryBytes(s), limit = sharedMemoryLimit(s.target);
@@ -396,7 +413,8 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     return SpecError{"mma", name(s.mma), std::string("needs target = sm_90a, not ") + name(s.target)};
   if (s.mma == MmaKind::WgmmaWs && !warpSpecialisedShape(s))
     return SpecError{"mma", "wgmma_ws",
-                     "takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 (here " +
+                     "takes head_dim 128 with tile_q 128, or head_dim 64 with tile_q 192, and "
+                     "tile_kv 64 or 128 (here " +
                          std::to_string(s.head_dim) + ", " + std::to_string(s.tile_q) + " x " +
                          std::to_string(s.tile_kv) + ")"};
   if (s.mma == MmaKind::Wgmma && !wgmmaShape(s))

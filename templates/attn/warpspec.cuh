@@ -1,10 +1,10 @@
 //===- warpspec.cuh - A warp-specialised wgmma prefill block -*- CUDA -*-===//
 //
 // The steps of an sm_90a prefill block whose warps do different work
-// (`mma = wgmma_ws`): warpgroups 0 and 1 compute 64 query rows each with
-// wgmma (attn/wgmma.cuh), reading every K/V tile from shared memory;
-// warpgroup 2 only copies the tiles, with cp.async, into a ring of kStages
-// stages. Two mbarriers per stage tell the two sides apart in time: `filled`
+// (`mma = wgmma_ws`): the first warpgroups (two for head_dim 128, three for
+// head_dim 64) compute 64 query rows each with wgmma (attn/wgmma.cuh),
+// reading every K/V tile from shared memory; the last one only copies the
+// tiles, with cp.async, into a ring of kStages stages. Two mbarriers per stage tell the two sides apart in time: `filled`
 // completes once every copying thread's copies of the stage have landed,
 // `freed` once every computing warp is done reading it. So the copies of
 // the next tiles run during the wgmmas of this one, with no block barrier
@@ -12,16 +12,17 @@
 //
 // The copying warpgroup needs few registers and the computing ones many: at
 // the start the first gives some back (setmaxnreg.dec) and the others take
-// them (setmaxnreg.inc). Within 384 threads * 168 registers (what the launch
-// allots): 128 * kProducerRegs + 256 * kConsumerRegs <= 64512, or the
-// increase waits forever. Measured on the H200 (tests/gpu/RESULTS.md): with
+// them (setmaxnreg.inc), within what the launch allots (WsRegisters: 384
+// threads get 168 registers each, 512 get 128), or the increase waits
+// forever. Measured on the H200 (tests/gpu/RESULTS.md): with
 // one copying warp the block was at the mercy of that warp's instruction
 // schedule (30-45 % slower with 72 registers, where NVRTC spilled); with
 // all four copying, 56 registers each, it ran 5-8 % faster than the
 // one-stage 64-row block on most rows.
 //
-// Cfg provides what wgmma.cuh's steps take (kTileQ = 128 for the block,
-// kThreads = the 256 computing threads) and kStages.
+// Cfg provides what wgmma.cuh's steps take (kTileQ for the block, kThreads =
+// its computing threads, 2 * kTileQ), kBlockThreads (with the copying
+// warpgroup's 128) and kStages.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,25 +34,47 @@
 namespace attn {
 namespace kernel {
 
-constexpr int kWsProducerRegs = 56, kWsConsumerRegs = 224;
-static_assert(128 * kWsProducerRegs + 256 * kWsConsumerRegs <= 384 * 168,
-              "the registers the warpgroups take fit in what 384 threads are given");
+/// The registers each side of a block of kBlockThreads threads keeps: the
+/// launch gives every thread 65536 / kBlockThreads (a multiple of 8), the
+/// copying warpgroup keeps kProducer of them and the computing threads take
+/// the rest: 224 for 256 computing threads (head_dim 128: the copying
+/// warpgroup keeps 56), 160 for 384 (head_dim 64: it keeps 32 and its copy
+/// loop is unrolled 4 times instead of 8; with 56 registers there, ptxas
+/// spilled 8 bytes of the computing side's 152).
+template <class Cfg>
+struct WsRegisters {
+  static constexpr int kLaunch = 65536 / Cfg::kBlockThreads / 8 * 8;
+  static constexpr bool kThree = Cfg::kThreads > 256; ///< three computing warpgroups
+  static constexpr int kProducer = kThree ? 32 : 56;
+  static constexpr int kCopyUnroll = kThree ? 4 : 8; ///< TileCopy's pieces unrolled
+  static constexpr int kConsumer =
+      (kLaunch * Cfg::kBlockThreads - (Cfg::kBlockThreads - Cfg::kThreads) * kProducer) /
+      Cfg::kThreads / 8 * 8;
+  static_assert(kConsumer <= 256 && kConsumer >= kLaunch,
+                "setmaxnreg takes 24..256 registers, and the computing side gains");
+  static_assert((Cfg::kBlockThreads - Cfg::kThreads) * kProducer + Cfg::kThreads * kConsumer <=
+                    kLaunch * Cfg::kBlockThreads,
+                "the registers the warpgroups take fit in what the launch gives");
+};
 
 /// The copying warpgroup gives registers back; the computing ones take them.
+template <class Cfg>
 ATTN_DEVICE void producer_registers() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWsProducerRegs));
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WsRegisters<Cfg>::kProducer));
 #endif
 }
+template <class Cfg>
 ATTN_DEVICE void consumer_registers() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWsConsumerRegs));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WsRegisters<Cfg>::kConsumer));
 #endif
 }
 
-/// The computing warpgroups' barrier (named barrier 1, their 256 threads):
-/// the copying warpgroup never waits on it.
-ATTN_DEVICE void computing_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+/// The computing warpgroups' barrier (named barrier 1, their Cfg::kThreads
+/// threads): the copying warpgroup never waits on it.
+template <class Cfg>
+ATTN_DEVICE void computing_sync() { asm volatile("bar.sync 1, %0;" ::"n"(Cfg::kThreads) : "memory"); }
 
 /// The ring's mbarriers: stage s's `filled` at base + 8 s, its `freed` at
 /// base + 8 (kStages + s), in shared memory. Use i of a stage (tile i of the
@@ -119,7 +142,7 @@ struct TileCopy {
   template <class Cache>
   static ATTN_DEVICE void copy_kv(typename Cfg::Elem *smem_k, typename Cfg::Elem *smem_v,
                                   const Cache &kv, int t0, int h, int tid) {
-#pragma unroll 8
+#pragma unroll(WsRegisters<Cfg>::kCopyUnroll)
     for (int c = tid; c < kPieces; c += kCopyThreads) {
       const int row = c / kChunks, chunk = c % kChunks, slot = kv.slot(t0 + row);
       const i64 at = kv.at(slot, h) + chunk * 8;

@@ -701,6 +701,13 @@ int main(int argc, char **argv) {
       specs.push_back("mma=wgmma_ws,dtype=bf16,mask=none,head_dim=128,return_lse=true");
       specs.push_back("mma=wgmma,dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true");
       specs.push_back("mma=wgmma,dtype=f16,mask=none,head_dim=128,tile_q=128,tile_kv=128");
+      // head_dim 64 in the warp-specialised block of three computing warpgroups
+      // (192 x 128, what the runtime takes for long prefills; 192 x 64 by name),
+      // contiguous and paged, with masks and GQA.
+      specs.push_back("dtype=bf16,mask=none,head_dim=64,tile_q=192,tile_kv=128,return_lse=true");
+      specs.push_back("mma=wgmma_ws,dtype=f16,mask=causal,head_dim=64,gqa=4,page_size=16,return_lse=true");
+      specs.push_back("mma=wgmma_ws,dtype=bf16,mask=sliding_window(100),head_dim=64,tile_kv=64,gqa=2,"
+                      "page_size=19");
     }
   }
   if (benchOnly) {

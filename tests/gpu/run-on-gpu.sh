@@ -65,6 +65,7 @@ if [ $checks = 1 ]; then
   done
   small=(--quick --spec "dtype=bf16,mask=causal,head_dim=128,gqa=4,page_size=16,return_lse=true"
          --spec "dtype=f16,mask=sliding_window(100),head_dim=64"
+         --spec "dtype=bf16,mask=causal,head_dim=64,tile_q=192,gqa=2,page_size=16"
          --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16"
          --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true"
          --spec "mode=decode,page_size=16,gqa=4,split_kv=2,mask=causal")

@@ -57,6 +57,54 @@ TEST_CASE("a call's tensors give the spec: paged decode, contiguous prefill", "[
   CHECK(spec.mask.str() == "sliding_window(256)");
 }
 
+TEST_CASE("a long head_dim 64 prefill on sm_90a takes the warp-specialised 192 x 128 block",
+          "[attention]") {
+  auto specFor = [](int64_t maxQLen, bool causal, Target target = Target::SM90a) {
+    AttentionShape s;
+    s.head_dim = 64;
+    s.num_q_heads = s.num_kv_heads = 16;
+    s.max_q_len = maxQLen;
+    s.causal = causal;
+    std::string error;
+    const std::optional<Spec> spec = attentionSpec(s, target, error);
+    REQUIRE(spec);
+    return *spec;
+  };
+  auto tiles = [](const Spec &s) { return std::to_string(s.tile_q) + "x" + std::to_string(s.tile_kv); };
+  // Without a mask from kLongPrefillRows, under a causal one from kLongCausalPrefillRows.
+  CHECK(tiles(specFor(kLongPrefillRows - 1, false)) == "64x64");
+  CHECK(tiles(specFor(kLongPrefillRows, false)) == "192x128");
+  CHECK(warpSpecialised(specFor(kLongPrefillRows, false)));
+  CHECK(tiles(specFor(kLongCausalPrefillRows - 1, true)) == "64x64");
+  CHECK(tiles(specFor(kLongCausalPrefillRows, true)) == "192x128");
+  CHECK(specFor(kLongCausalPrefillRows, true).mma == MmaKind::Auto);
+  // Other targets, head dims, masks, named blocks and given tiles keep the spec's rule.
+  CHECK(tiles(specFor(1 << 20, false, Target::SM80)) != "192x128");
+  Spec s = specFor(kLongPrefillRows, false);
+  s.mask = Mask{MaskKind::SlidingWindow, 512};
+  CHECK(!longPrefillTiles(s, 1 << 20));
+  s = specFor(kLongPrefillRows, false);
+  s.mma = MmaKind::Wgmma;
+  CHECK(!longPrefillTiles(s, 1 << 20));
+  s.mma = MmaKind::Auto;
+  s.head_dim = 128;
+  CHECK(!longPrefillTiles(s, 1 << 20));
+  AttentionShape given;
+  given.head_dim = 64;
+  given.num_q_heads = given.num_kv_heads = 4;
+  given.max_q_len = 1 << 16;
+  given.tile_kv = 64;
+  std::string error;
+  const std::optional<Spec> kept = attentionSpec(given, Target::SM90a, error);
+  REQUIRE(kept);
+  CHECK(tiles(*kept) == "64x64");
+  // Tiles tuned for the spec (`attnc tune`) win over the rule.
+  setTileTuner([](const Spec &) -> std::optional<TunedTiles> { return TunedTiles{128, 128, 2}; });
+  const Spec tuned = specFor(1 << 16, false);
+  setTileTuner(nullptr);
+  CHECK(tiles(tuned) == "128x128");
+}
+
 TEST_CASE("tensors that do not fit together are refused by name", "[attention]") {
   struct Case {
     const char *want;

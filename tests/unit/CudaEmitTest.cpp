@@ -378,7 +378,7 @@ TEST_CASE("NVRTC compiles the wgmma prefill kernels for sm_90a with 0 spill byte
   std::printf("NVRTC: %d wgmma prefill kernels compiled, 0 spills\n", compiled);
 }
 
-TEST_CASE("a warp-specialised prefill block: a copying warpgroup fills the ring, two compute",
+TEST_CASE("a warp-specialised prefill block: a copying warpgroup fills the ring, two or three compute",
           "[cuda]") {
   CudaLaunchShape shape;
   const std::string src =
@@ -386,8 +386,8 @@ TEST_CASE("a warp-specialised prefill block: a copying warpgroup fills the ring,
   for (const char *step :
        {"#include \"attn/warpspec.cuh\"", "kThreads = 256;", "kBlockThreads = 384;", "kStages = 3;",
         "__launch_bounds__(Cfg::kBlockThreads, 1)", "ring.init(Cfg::kBlockThreads - Cfg::kThreads",
-        "producer_registers();", "ring.wait_free(i);", "TileCopy<Cfg, Cfg::kBlockThreads - Cfg::kThreads>",
-        "ring.copies_issued(i);", "consumer_registers();", "computing_sync();", "ring.wait_filled(i);",
+        "producer_registers<Cfg>();", "ring.wait_free(i);", "TileCopy<Cfg, Cfg::kBlockThreads - Cfg::kThreads>",
+        "ring.copies_issued(i);", "consumer_registers<Cfg>();", "computing_sync<Cfg>();", "ring.wait_filled(i);",
         "qk_wgmma<Cfg>(s, smem_q, warp,", "apply_mask<Cfg>", "state.update(s, p.scale_log2)",
         "accumulate_pv_wgmma<Cfg>(state, s,", "ring.release(i);", "attn-page-kv",
         "store_output<Cfg>(state, out, reinterpret_cast<float *>(p.lse)"})
@@ -400,20 +400,34 @@ TEST_CASE("a warp-specialised prefill block: a copying warpgroup fills the ring,
   CHECK(shape.tile_q == 128);
   // The mask arithmetic only on the partial tiles (the mask's edge, the tail past kv_len).
   CHECK(src.find("if (j < steps.full_lo || j >= steps.full_hi)\n      apply_mask<Cfg>") != std::string::npos);
+  // head_dim 64: three computing warpgroups (192 query rows) and the copying one.
+  const std::string hd64 = emit("head_dim=64,mma=wgmma_ws,mask=causal", shape);
+  for (const char *step : {"kTileQ = 192;", "kThreads = 384;", "kBlockThreads = 512;",
+                           "computing_sync<Cfg>();", "qk_wgmma<Cfg>(s, smem_q, warp,"})
+    CHECK(hd64.find(step) != std::string::npos);
+  CHECK(shape.threads == 512);
+  CHECK(shape.tile_q == 192);
 }
 
 TEST_CASE("NVRTC compiles the warp-specialised prefill kernels with 0 spill bytes", "[cuda][nvrtc]") {
   int compiled = 0;
   for (const char *dtype : {"bf16", "f16"})
     for (const char *tiles : {"tile_kv=128", "tile_kv=64"})
-      for (const char *mask : {"none", "causal", "sliding_window(128)"}) {
-        const std::string text = std::string("mma=wgmma_ws,head_dim=128,tile_q=128,dtype=") + dtype +
-                                 "," + tiles + ",mask=" + mask +
-                                 (mask[0] == 'n' ? "" : mask[0] == 'c' ? ",page_size=16,gqa=4"
-                                                                      : ",page_size=19,gqa=7,return_lse=true");
-        compileWithoutSpills(text, "sm_90a");
-        ++compiled;
-      }
+      for (const char *mask : {"none", "causal", "sliding_window(128)"})
+        for (const char *block : {"head_dim=128,tile_q=128", "head_dim=64,tile_q=192"}) {
+          const std::string text = std::string("mma=wgmma_ws,") + block + ",dtype=" + dtype + "," +
+                                   tiles + ",mask=" + mask +
+                                   (mask[0] == 'n' ? "" : mask[0] == 'c' ? ",page_size=16,gqa=4"
+                                                                        : ",page_size=19,gqa=7,return_lse=true");
+          compileWithoutSpills(text, "sm_90a");
+          ++compiled;
+        }
+  // mma = auto's choice where tile_q 192 is given for head_dim 64 (the runtime's
+  // long prefills), as the runtime derives it.
+  for (const char *text : {"head_dim=64,tile_q=192", "head_dim=64,tile_q=192,mask=causal,gqa=2,page_size=16"}) {
+    compileWithoutSpills(text, "sm_90a");
+    ++compiled;
+  }
   std::printf("NVRTC: %d warp-specialised prefill kernels compiled, 0 spills\n", compiled);
 }
 

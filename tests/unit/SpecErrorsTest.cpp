@@ -347,7 +347,8 @@ TEST_CASE("stages sets the pipeline depth within what the loops take", "[spec]")
        "invalid spec: stages = 3: must be auto, 1 or 2 for mode = prefill"},
       {"head_dim=128,stages=9",
        "invalid spec: stages = 9: must be auto or 2..8 in the warp-specialised block (sm_90a "
-       "prefill, head_dim 128, tiles 128 x 64 or 128 x 128)"},
+       "prefill: head_dim 128 on tiles 128 x 64 or 128 x 128, head_dim 64 on 192 x 64 or 192 x "
+       "128)"},
       {"mode=decode,page_size=16,stages=1",
        "invalid spec: stages = 1: must be auto or 2..4 for mode = decode"},
       {"mode=decode,page_size=16,stages=5",
@@ -440,28 +441,55 @@ TEST_CASE("mma = wgmma_ws: a warp-specialised block of 128 x 128 or 128 x 64 til
     CHECK((!warpSpecialised(wg) && usesWgmma(wg) && wg.tile_q == 64 && wg.tile_kv == 64));
   }
   for (const char *text : {"head_dim=128,tile_q=128,tile_kv=32", "head_dim=64", "head_dim=128,target=sm_80",
-                           "head_dim=128,mma=sync", "mode=decode,page_size=16"}) {
+                           "head_dim=128,mma=sync", "mode=decode,page_size=16", "head_dim=64,tile_q=128",
+                           "head_dim=128,tile_q=192", "head_dim=64,tile_q=192,mma=wgmma"}) {
     INFO(text);
-    CHECK(!warpSpecialised(parseValid(text)));
+    const SpecResult r = parseSpec(text);
+    CHECK((!r || !warpSpecialised(*r.spec)));
   }
   checkErrors({
-      {"head_dim=64,mma=wgmma_ws",
-       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 "
-       "(here 64, 128 x 128)"},
+      {"head_dim=64,tile_q=128,mma=wgmma_ws",
+       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128, or head_dim 64 with "
+       "tile_q 192, and tile_kv 64 or 128 (here 64, 128 x 128)"},
       {"head_dim=128,tile_q=64,tile_kv=64,mma=wgmma_ws",
-       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128 and tile_kv 64 or 128 "
-       "(here 128, 64 x 64)"},
+       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128, or head_dim 64 with "
+       "tile_q 192, and tile_kv 64 or 128 (here 128, 64 x 64)"},
+      {"head_dim=128,tile_q=192,tile_kv=64,mma=wgmma_ws",
+       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128, or head_dim 64 with "
+       "tile_q 192, and tile_kv 64 or 128 (here 128, 192 x 64)"},
       {"head_dim=128,mma=wgmma_ws,target=sm_80",
        "invalid spec: mma = wgmma_ws: needs target = sm_90a, not sm_80"},
       {"mode=decode,page_size=16,mma=wgmma_ws",
        "invalid spec: mma = wgmma_ws: applies to GPU prefill kernels only"},
       {"head_dim=128,mma=wgmma_ws,stages=1",
        "invalid spec: stages = 1: must be auto or 2..8 in the warp-specialised block (sm_90a "
-       "prefill, head_dim 128, tiles 128 x 64 or 128 x 128)"},
+       "prefill: head_dim 128 on tiles 128 x 64 or 128 x 128, head_dim 64 on 192 x 64 or 192 x "
+       "128)"},
       {"head_dim=128,mma=wgmma_ws,stages=4",
        "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 4 stages of K and V tiles "
        "need 294976 bytes of shared memory, target = sm_90a has 232448 per block"},
   });
+}
+
+TEST_CASE("mma = wgmma_ws for head_dim 64: three computing warpgroups, 192 x 128 or 192 x 64 tiles",
+          "[spec]") {
+  // By name the tiles default to 192 x 128 (three stages; four of 64 keys);
+  // mma = auto takes the block where tile_q 192 is given (no other sm_90a
+  // block takes it) and keeps the wgmma block's 64 x 64 otherwise.
+  const Spec s = parseValid("head_dim=64,mma=wgmma_ws");
+  CHECK((warpSpecialised(s) && usesWgmma(s) && s.tile_q == 192 && s.tile_kv == 128));
+  CHECK(wsComputingThreads(s) == 384);
+  CHECK(kvStages(s) == 3);
+  CHECK(sharedMemoryBytes(s) == (192 + 2 * 3 * 128) * 64 * 2 + 3 * 16);
+  CHECK(s.symbol() == "attn_prefill_hd64_bf16_q192_kv128_nomask_p0_g1_sm90a_ws");
+  CHECK(parseValid(s.str()) == s);
+  const Spec kv64 = parseValid("head_dim=64,tile_kv=64,mma=wgmma_ws,mask=causal");
+  CHECK((kv64.tile_q == 192 && kv64.tile_kv == 64 && kvStages(kv64) == 4));
+  const Spec a = parseValid("head_dim=64,tile_q=192");
+  CHECK((warpSpecialised(a) && usesWgmma(a) && a.mma == MmaKind::Auto && a.tile_kv == 128));
+  CHECK(wsComputingThreads(parseValid("head_dim=128")) == 256);
+  const Spec d = parseValid("head_dim=64");
+  CHECK((!warpSpecialised(d) && usesWgmma(d) && d.tile_q == 64 && d.tile_kv == 64));
 }
 
 TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {

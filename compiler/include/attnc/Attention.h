@@ -72,8 +72,21 @@ struct AttentionShape {
 
 /// The spec attention() launches for such tensors on `target`; nullopt with
 /// `error` naming the problem (a head count that is no GQA ratio, a field
-/// the spec rules refuse).
+/// the spec rules refuse). It depends on max_q_len twice: decode kernels for
+/// a paged cache with few query tokens, and longPrefillTiles.
 std::optional<Spec> attentionSpec(const AttentionShape &shape, Target target, std::string &error);
+
+/// Query rows from which attentionSpec gives a head_dim 64 prefill on
+/// sm_90a the warp-specialised block of three computing warpgroups on
+/// 192 x 128 tiles instead of the spec's default (the wgmma block on 64 x
+/// 64): measured on the H200 (tests/gpu/RESULTS.md) 4-11 % faster from 4096
+/// query rows without a mask and at 16384 under a causal one, 5-32 %
+/// slower below (causal: at 4096 too). Other masks keep the default.
+constexpr int64_t kLongPrefillRows = 4096, kLongCausalPrefillRows = 16384;
+/// Whether a call whose longest sequence has max_q_len query tokens takes
+/// those tiles: a prefill spec of head_dim 64 on sm_90a with mma = auto,
+/// tiles left to the defaults (the caller's part) and none tuned for it.
+bool longPrefillTiles(const Spec &spec, int64_t max_q_len);
 
 /// The spec the call's tensors and mask imply, for `target` (a GPU
 /// architecture name), and the launch arguments; false with `error` naming

@@ -185,11 +185,11 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "; // attn-page-kv: tokens per page (0: contiguous)\n"
     << "  static constexpr int kMask = " << maskCode(spec.mask) << ";\n"
     << "  static constexpr long long kWindow = " << spec.mask.window << ";\n"
-    << "  static constexpr int kThreads = " << (warpSpecialised(spec) ? kWsConsumerThreads : threads)
+    << "  static constexpr int kThreads = " << (warpSpecialised(spec) ? wsComputingThreads(spec) : threads)
     << (warpSpecialised(spec) ? ";  // the computing warpgroups' (the block: kBlockThreads)\n"
                                 "  static constexpr int kBlockThreads = " +
                                     std::to_string(threads) +
-                                    ";  // and a third warpgroup that copies K and V\n"
+                                    ";  // and one more warpgroup that copies K and V\n"
                               : std::string(";\n"));
   if (!decode)
     o << "  static constexpr int kStepKV = " << layout.stepKV
@@ -262,7 +262,7 @@ bool emitCuda(ModuleOp module, const Spec &spec, std::string &source, CudaLaunch
   const BlockLayout layout = decode ? decodeLayout(spec) : prefillLayout(spec);
   shape.threads = static_cast<int>((decode ? spec.tile_kv : tileQ) / layout.warpRows * 32);
   if (warpSpecialised(spec))
-    shape.threads = kWsConsumerThreads + kWsProducerThreads; // and a copying warpgroup
+    shape.threads = wsComputingThreads(spec) + kWsProducerThreads; // and a copying warpgroup
   shape.shared_bytes = static_cast<int>(sharedMemoryBytes(spec));
   shape.merge_threads = decode ? 128 : 0;
   shape.cluster_merge = decode && spec.target == Target::SM90a;

@@ -168,8 +168,9 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
 
 /// A warp-specialised prefill block (attn/warpspec.cuh, `mma = wgmma_ws`, and
 /// `auto`'s choice for head_dim 128 on sm_90a):
-/// the copying warpgroup fills a ring of K/V stages while the two computing
-/// warpgroups run the recurrence over them, each stage's mbarriers between.
+/// the copying warpgroup fills a ring of K/V stages while the computing
+/// warpgroups (two or three) run the recurrence over them, each stage's
+/// mbarriers between.
 void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const KernelPlan &plan) {
   printPrefillStart(o, spec, plan, /*wgmma=*/true, "Cfg::kBlockThreads");
   const bool masked = plan.masked();
@@ -181,9 +182,9 @@ void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const 
     << "    ring.init(Cfg::kBlockThreads - Cfg::kThreads, Cfg::kThreads / 32);\n"
     << "  __syncthreads();\n\n"
     << "  if (threadIdx.x >= Cfg::kThreads) {\n"
-    << "    // Warpgroup 2 copies: tile tile_lo + i into stage i % kStages, once the\n"
-    << "    // computing warps have freed it.\n"
-    << "    producer_registers();\n"
+    << "    // The last warpgroup copies: tile tile_lo + i into stage i % kStages, once\n"
+    << "    // the computing warps have freed it.\n"
+    << "    producer_registers<Cfg>();\n"
     << "    const int tid = threadIdx.x - Cfg::kThreads;\n"
     << "    for (int i = 0; i < n; ++i) {\n"
     << "      const int stage = i % Cfg::kStages;\n"
@@ -199,15 +200,15 @@ void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const 
     << "    cp_async_wait<0>(); // no copy outlives its thread\n"
     << "    return;\n"
     << "  }\n\n"
-    << "  // Warpgroups 0 and 1 compute: 64 query rows each, 16 per warp.\n"
-    << "  consumer_registers();\n"
+    << "  // The other warpgroups compute: 64 query rows each, 16 per warp.\n"
+    << "  consumer_registers<Cfg>();\n"
     << "  // attn-online-softmax: the query tile is loaded once (rows past q_len read as zero).\n"
     << "  load_tile<Cfg, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
     << "    return q_start + r < q_len ? q + (q_start + r) * q_row : nullptr; }, q);\n"
     << "  cp_async_commit();\n"
     << "  cp_async_wait<0>();\n"
     << "  fence_async_shared(); // the copies, visible to wgmma's shared-memory reads\n"
-    << "  computing_sync();\n"
+    << "  computing_sync<Cfg>();\n"
     << "  // attn-online-softmax: m = -inf, l = 0, acc = 0 for this warp's kWarpRows rows.\n"
     << "  WarpState<Cfg> state;\n  state.init();\n\n"
     << "  // attn-mask-tiles: the tiles in [lo, hi) (the IR's classes):\n";

@@ -44,7 +44,22 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
     error = "the tensors imply " + parsed.error->message();
     return std::nullopt;
   }
+  if (!decode && !s.tile_q && !s.tile_kv && longPrefillTiles(*parsed.spec, s.max_q_len)) {
+    SpecResult along = parseSpec(text + ",tile_q=192,tile_kv=128");
+    if (along)
+      return along.spec;
+  }
   return parsed.spec;
+}
+
+bool longPrefillTiles(const Spec &spec, int64_t max_q_len) {
+  if (spec.mode != Mode::Prefill || spec.target != Target::SM90a || spec.head_dim != 64 ||
+      spec.mma != MmaKind::Auto || hasTunedTiles(spec))
+    return false;
+  const int64_t from = spec.mask.kind == MaskKind::None     ? kLongPrefillRows
+                       : spec.mask.kind == MaskKind::Causal ? kLongCausalPrefillRows
+                                                            : 0;
+  return from > 0 && max_q_len >= from;
 }
 
 bool deriveAttention(const AttentionCall &c, Target target, Spec &spec, AttentionArgs &a,

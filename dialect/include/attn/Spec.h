@@ -128,6 +128,8 @@ void setTileTuner(TileTuner tuner);
 /// The canonical form with tile_q = tile_kv = 0 and stages = auto: what a
 /// tuning table is keyed by.
 std::string tuningKey(const Spec &spec);
+/// Whether the installed tuner (if any) has tiles for this kind of spec.
+bool hasTunedTiles(const Spec &spec);
 
 /// Stages of K and V tiles a GPU kernel of this spec keeps in shared memory
 /// (the pipeline depth): the spec's `stages` when set; else 2 for prefill and
@@ -140,11 +142,16 @@ int64_t sharedMemoryBytes(const Spec &spec);
 /// `mma`; auto: the measured choice for the target and tiles).
 bool usesWgmma(const Spec &spec);
 /// Whether a GPU kernel of this spec is warp-specialised (`mma = wgmma_ws`,
-/// and `auto`'s choice for sm_90a prefill of head_dim 128 on tiles of
-/// 128 x 64 or 128 x 128): 384 threads, warpgroups 0 and 1 compute 64 query
-/// rows each, warpgroup 2 copies the K/V tiles (kWsProducerThreads threads).
+/// and `auto`'s choice for sm_90a prefill where its tiles are given or
+/// default: head_dim 128 on 128 x 64 or 128 x 128, head_dim 64 on 192 x 64
+/// or 192 x 128): tile_q / 64 warpgroups compute 64 query rows each
+/// (wsComputingThreads), one more copies the K/V tiles (kWsProducerThreads
+/// threads).
 bool warpSpecialised(const Spec &spec);
-constexpr int kWsConsumerThreads = 256, kWsProducerThreads = 128;
+constexpr int kWsProducerThreads = 128;
+/// The computing threads of a warp-specialised block: a warpgroup of 128
+/// per 64 query rows.
+inline int wsComputingThreads(const Spec &spec) { return static_cast<int>(spec.tile_q / 64 * 128); }
 /// Largest dynamic shared memory per block of a GPU target.
 int64_t sharedMemoryLimit(Target target);
 
