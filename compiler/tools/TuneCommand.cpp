@@ -109,7 +109,7 @@ int tune(const TuneOptions &o) {
       // warpgroups takes 192 query rows (faster on long sequences).
       if (base.target == Target::SM90a && base.head_dim == 64)
         for (int kv : {64, 128})
-          lists.push_back("tile_q=192,tile_kv=" + std::to_string(kv));
+          lists.push_back("tile_q=" + std::to_string(kWsTileQ64) + ",tile_kv=" + std::to_string(kv));
       // The warp-specialised block's ring takes 2..8 stages (three of 128
       // keys fill the shared memory); the other blocks' loops one or two.
       const std::vector<int> depths =

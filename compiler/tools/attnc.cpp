@@ -281,7 +281,7 @@ static int runSpec() {
         spec->mode == attn::Mode::Decode ? "decode"
         : attn::warpSpecialised(*spec)
             ? std::string("warp-specialised wgmma (") +
-                  (attn::wsComputingThreads(*spec) == 384 ? "three" : "two") +
+                  (spec->tile_q == attn::kWsTileQ64 ? "three" : "two") +
                   " computing warpgroups, one copying K/V)"
         : attn::usesWgmma(*spec) ? "wgmma"
                                  : "mma.sync";

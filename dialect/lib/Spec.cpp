@@ -230,14 +230,14 @@ bool usesWgmma(const Spec &spec) {
 
 /// The shapes the warp-specialised block takes: K/V tiles of 64 or 128
 /// keys, and either head_dim 128 with two warpgroups of 64 query rows
-/// (tile_q 128) or head_dim 64 with three (tile_q 192). The registers set
-/// the limit: 384 threads get 168 each, 512 get 128, and what the copying
-/// warpgroup gives back (it keeps 56) leaves the computing ones 224 at
-/// head_dim 128 and 152 at head_dim 64 (attn/warpspec.cuh).
+/// (tile_q 128) or head_dim 64 with three (tile_q kWsTileQ64). The
+/// registers set the limit: 384 threads get 168 each, 512 get 128, and what
+/// the copying warpgroup gives back leaves the computing ones 224 at
+/// head_dim 128 and 160 at head_dim 64 (WsRegisters in attn/warpspec.cuh).
 static bool warpSpecialisedShape(const Spec &spec) {
   const bool tiles = spec.tile_kv == 64 || spec.tile_kv == 128;
   return tiles && ((spec.head_dim == 128 && spec.tile_q == 128) ||
-                   (spec.head_dim == 64 && spec.tile_q == 192));
+                   (spec.head_dim == 64 && spec.tile_q == kWsTileQ64));
 }
 
 bool warpSpecialised(const Spec &spec) {
@@ -309,13 +309,13 @@ void applyDefaultTiles(Spec &spec) {
     // 128 rows, 5-7 % slower at N = 1024).
     // sm_90a, head_dim 64 under mma = wgmma_ws, or with tile_q 192 given:
     // the warp-specialised block of three computing warpgroups on 192 x 128
-    // tiles (3-11 % faster than the wgmma block on the H200 from 4096 query
-    // rows on, 5-32 % slower on shorter ones, tests/gpu/RESULTS.md; the
-    // runtime takes it by the call's length, attentionSpec).
+    // tiles (on the H200 13-20 % faster than the wgmma block on the longer
+    // rows, 7-25 % slower at 1024 query rows, tests/gpu/RESULTS.md; the
+    // runtime takes it by the call's length, attn::longPrefillTiles).
     // A tile the spec gives keeps these only if the block takes the pair.
     Spec ws = spec, wg = spec;
     ws.tile_q = spec.tile_q ? spec.tile_q
-                : spec.head_dim == 64 && spec.mma == MmaKind::WgmmaWs ? 192
+                : spec.head_dim == 64 && spec.mma == MmaKind::WgmmaWs ? kWsTileQ64
                                                                        : 128;
     ws.tile_kv = spec.tile_kv ? spec.tile_kv : 128;
     wg.tile_q = spec.tile_q ? spec.tile_q : 64;

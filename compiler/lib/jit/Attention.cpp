@@ -45,7 +45,8 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
     return std::nullopt;
   }
   if (!decode && !s.tile_q && !s.tile_kv && longPrefillTiles(*parsed.spec, s.max_q_len)) {
-    SpecResult along = parseSpec(text + ",tile_q=192,tile_kv=128");
+    SpecResult along =
+        parseSpec(text + ",tile_q=" + std::to_string(kWsTileQ64) + ",tile_kv=128");
     if (along)
       return along.spec;
   }

@@ -149,6 +149,8 @@ bool usesWgmma(const Spec &spec);
 /// threads).
 bool warpSpecialised(const Spec &spec);
 constexpr int kWsProducerThreads = 128;
+/// tile_q of the warp-specialised block at head_dim 64: three computing warpgroups.
+constexpr int64_t kWsTileQ64 = 192;
 /// The computing threads of a warp-specialised block: a warpgroup of 128
 /// per 64 query rows.
 inline int wsComputingThreads(const Spec &spec) { return static_cast<int>(spec.tile_q / 64 * 128); }
