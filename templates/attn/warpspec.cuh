@@ -4,11 +4,11 @@
 // (`mma = wgmma_ws`): the first warpgroups (two for head_dim 128, three for
 // head_dim 64) compute 64 query rows each with wgmma (attn/wgmma.cuh),
 // reading every K/V tile from shared memory; the last one only copies the
-// tiles, with cp.async, into a ring of kStages stages. Two mbarriers per stage tell the two sides apart in time: `filled`
-// completes once every copying thread's copies of the stage have landed,
-// `freed` once every computing warp is done reading it. So the copies of
-// the next tiles run during the wgmmas of this one, with no block barrier
-// in the loop.
+// tiles, with cp.async, into a ring of kStages stages. Two mbarriers per
+// stage tell the two sides apart in time: `filled` completes once every
+// copying thread's copies of the stage have landed, `freed` once every
+// computing warp is done reading it. So the copies of the next tiles run
+// during the wgmmas of this one, with no block barrier in the loop.
 //
 // The copying warpgroup needs few registers and the computing ones many: at
 // the start the first gives some back (setmaxnreg.dec) and the others take
