@@ -31,6 +31,12 @@
       (decode_keys_as_m.cuh.in): half the mma instructions and half the
       accumulator of the emitted block, which pads its rows to 16; blocks of
       a cluster keep the emitted code
+  variants.py decode-cols EMITTED.cu OUTDIR
+      the same emitted decode kernel whose warps split the output's columns
+      instead of the tile's keys (decode_cols.cuh.in): every warp computes
+      S = Q K^T and the softmax for all the tile's keys, and P V for its
+      head_dim / 4 columns, so no merge of the warps' states ends the block;
+      blocks of a cluster keep the emitted code
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
 which times it on its spec's rows and checks its output against the emitted
@@ -370,12 +376,54 @@ def decode_keys_as_m(emitted, outdir):
     write_all(outdir, files)
 
 
+def decode_cols(emitted, outdir):
+    src = read(emitted)
+    start = "template <int kPipes>\n__device__ __forceinline__ void decode_block(const Params &p) {\n"
+    end = "\n}\n\n// attn-split-kv: splits as the two pipelines"
+    if start not in src or end not in src[src.find(start):]:
+        raise Refused("%s has no decode_block: not the kernel this command edits, or emitted by another "
+                      "attnc" % emitted)
+    body = src[src.find(start):src.find(end, src.find(start)) + 3]
+    t = body.replace("void decode_block(", "void decode_block_cols(", 1)
+    edits = (
+        ("    DecodeState<Block> state;\n", "    ColsState<Block> state;\n", "the warp state"),
+        ("  float *scratch = ", "  [[maybe_unused]] float *scratch = ", "the merge's scratch"),
+        ("      DecodeScores<Block> s;\n", "      float s[Cfg::kTileKV / 8][4]; // S: the whole tile\n",
+         "the scores"),
+        ("      query.qk(s, smem_k(stage), warp);", "      cols_qk<Block>(query, s, smem_k(stage));", "S = Q K^T"),
+        ("        decode_mask<Block>(s, row0, j * Cfg::kTileKV + warp * 16,",
+         "        cols_mask<Block>(s, row0, j * Cfg::kTileKV,", "the mask"),
+        ("      decode_pv<Block>(state, s, smem_v(stage), warp);",
+         "      cols_pv<Block>(state, s, smem_v(stage), warp);", "P V"),
+        ("    cp_async_wait<0>();\n    __syncthreads();\n",
+         "    cp_async_wait<0>();\n    if (row0 + Cfg::kTileQ < rows)\n      __syncthreads(); // the next rows reuse "
+         "the stages\n", "the barrier after the loop"),
+        ("    if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
+         "    else\n      decode_store<Block>(state, scratch, row0, rows, sink);\n",
+         "    cols_store<Block>(state, row0, rows, sink, warp);\n", "the store"),
+    )
+    for anchor, new, what in edits:
+        t = replace_once(t, anchor, new, what, emitted)
+    helpers = read(os.path.join(HERE, "decode_cols.cuh.in"))
+    s = replace_once(src, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n' + helpers,
+                     "decode.cuh include", emitted)
+    s = replace_once(s, end, end.replace("\n}\n\n", "\n}\n\n" + t + "\n\n", 1), "the end of decode_block",
+                     emitted)
+    # a cluster's blocks merge their splits: they keep the emitted block
+    files = {"decode_cols.cu": replace_once(
+        s, "  decode_block<1>(p);\n", "  if (cluster_place().blocks > 1)\n    decode_block<1>(p);\n"
+        "  else\n    decode_block_cols<1>(p);\n", "the main kernel's body", emitted)}
+    write_all(outdir, files)
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
          " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR |"
-         " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR (--help for more)")
+         " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR |"
+         " decode-cols EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
             "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
-            "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2)}
+            "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2),
+            "decode-cols": (decode_cols, 2)}
 
 
 def main(argv):
