@@ -80,11 +80,11 @@ std::optional<Spec> attentionSpec(const AttentionShape &shape, Target target, st
 /// sm_90a the warp-specialised block of three computing warpgroups on
 /// 192 x 128 tiles instead of the spec's default (the wgmma block on 64 x
 /// 64): measured on the H200 (tests/gpu/RESULTS.md) 13-20 % faster at 4096
-/// and 16384 query rows without a mask and 19 % at 16384 under a causal
-/// one; 7 % and 25 % slower at 1024, and under a causal mask 3 % faster at
-/// 4096 in one timing (an earlier version lost 5 % there), not yet taken.
-/// Other masks keep the default.
-constexpr int64_t kLongPrefillRows = 4096, kLongCausalPrefillRows = 16384;
+/// and 16384 query rows without a mask, under a causal one 3-4 % faster at
+/// 4096 (two timings; bench.py's row from 0.91x to 0.97x FlexAttention) and
+/// 17-19 % at 16384; 7 % and 25 % slower at 1024. Other masks keep the
+/// default.
+constexpr int64_t kLongPrefillRows = 4096, kLongCausalPrefillRows = 4096;
 /// Whether a call whose longest sequence has max_q_len query tokens takes
 /// those tiles: a prefill spec of head_dim 64 on sm_90a with mma = auto,
 /// tiles left to the defaults (the caller's part) and none tuned for it.

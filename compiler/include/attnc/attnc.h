@@ -100,7 +100,7 @@ ATTNC_API attnc_status attnc_spec_canonical(const char *spec, char *out, size_t 
  *  on `target` ("sm_90a", "sm_80"; attnc_runtime_arch gives the GPU's):
  *  the same rules as the C++ attn::attention (decode kernels for a paged
  *  cache with at most 16 query tokens, unless call->decode says; on sm_90a
- *  a head_dim 64 prefill from 4096 query rows, 16384 under a causal mask,
+ *  a head_dim 64 prefill from 4096 query rows, with no mask or a causal one,
  *  takes 192 x 128 tiles in the warp-specialised block: see
  *  attn::longPrefillTiles). Needs no GPU. Added in ABI version 2. */
 ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *target, char *out,
