@@ -331,7 +331,10 @@ def decode_heads_in_step(emitted, outdir):
     write_all(outdir, files)
 
 
-def decode_keys_as_m(emitted, outdir):
+def edited_decode_block(emitted, name, edits, helpers_file):
+    """The emitted source with a copy of its decode_block named `name`, edited
+    by `edits` ((anchor, new text, what) each), after the emitted one, and
+    the helpers of `helpers_file` after the decode.cuh include."""
     src = read(emitted)
     start = "template <int kPipes>\n__device__ __forceinline__ void decode_block(const Params &p) {\n"
     end = "\n}\n\n// attn-split-kv: splits as the two pipelines"
@@ -339,7 +342,17 @@ def decode_keys_as_m(emitted, outdir):
         raise Refused("%s has no decode_block: not the kernel this command edits, or emitted by another "
                       "attnc" % emitted)
     body = src[src.find(start):src.find(end, src.find(start)) + 3]
-    t = body.replace("void decode_block(", "void decode_block_keys_as_m(", 1)
+    t = body.replace("void decode_block(", "void %s(" % name, 1)
+    for anchor, new, what in edits:
+        t = replace_once(t, anchor, new, what, emitted)
+    helpers = read(os.path.join(HERE, helpers_file))
+    s = replace_once(src, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n' + helpers,
+                     "decode.cuh include", emitted)
+    return replace_once(s, end, end.replace("\n}\n\n", "\n}\n\n" + t + "\n\n", 1), "the end of decode_block",
+                        emitted)
+
+
+def decode_keys_as_m(emitted, outdir):
     edits = (
         ("row0 += Cfg::kTileQ)", "row0 += 8)", "the q_tiles loop"),
         ("min(row0 + Cfg::kTileQ, rows)", "min(row0 + 8, rows)", "the rows of a pass"),
@@ -352,17 +365,11 @@ def decode_keys_as_m(emitted, outdir):
          "      keys_as_m_pv<Block>(state, s, smem_v(stage), warp);", "P V"),
         ("      decode_store<Block>(state, scratch, row0, rows, sink);",
          "      keys_as_m_store<Block>(state, scratch, row0, rows, sink);", "the store"),
+        # the cluster's merge stays the emitted kernel's: clustered blocks take decode_block
+        ("    if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
+         "    else\n", "", "the cluster's store"),
     )
-    for anchor, new, what in edits:
-        t = replace_once(t, anchor, new, what, emitted)
-    # the cluster's merge stays the emitted kernel's: clustered blocks take decode_block
-    t = replace_once(t, "    if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
-                     "    else\n", "", "the cluster's store", emitted)
-    helpers = read(os.path.join(HERE, "decode_keys_as_m.cuh.in"))
-    s = replace_once(src, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n' + helpers,
-                     "decode.cuh include", emitted)
-    s = replace_once(s, end, end.replace("\n}\n\n", "\n}\n\n" + t + "\n\n", 1), "the end of decode_block",
-                     emitted)
+    s = edited_decode_block(emitted, "decode_block_keys_as_m", edits, "decode_keys_as_m.cuh.in")
     # with the emitted block for clusters, and (only) without it: a cluster's
     # blocks then store nothing, and the check against the emitted kernel says so
     body_call = "  decode_block<1>(p);\n"
@@ -377,14 +384,6 @@ def decode_keys_as_m(emitted, outdir):
 
 
 def decode_cols(emitted, outdir):
-    src = read(emitted)
-    start = "template <int kPipes>\n__device__ __forceinline__ void decode_block(const Params &p) {\n"
-    end = "\n}\n\n// attn-split-kv: splits as the two pipelines"
-    if start not in src or end not in src[src.find(start):]:
-        raise Refused("%s has no decode_block: not the kernel this command edits, or emitted by another "
-                      "attnc" % emitted)
-    body = src[src.find(start):src.find(end, src.find(start)) + 3]
-    t = body.replace("void decode_block(", "void decode_block_cols(", 1)
     edits = (
         ("    DecodeState<Block> state;\n", "    ColsState<Block> state;\n", "the warp state"),
         ("  float *scratch = ", "  [[maybe_unused]] float *scratch = ", "the merge's scratch"),
@@ -402,13 +401,7 @@ def decode_cols(emitted, outdir):
          "    else\n      decode_store<Block>(state, scratch, row0, rows, sink);\n",
          "    cols_store<Block>(state, row0, rows, sink, warp);\n", "the store"),
     )
-    for anchor, new, what in edits:
-        t = replace_once(t, anchor, new, what, emitted)
-    helpers = read(os.path.join(HERE, "decode_cols.cuh.in"))
-    s = replace_once(src, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n' + helpers,
-                     "decode.cuh include", emitted)
-    s = replace_once(s, end, end.replace("\n}\n\n", "\n}\n\n" + t + "\n\n", 1), "the end of decode_block",
-                     emitted)
+    s = edited_decode_block(emitted, "decode_block_cols", edits, "decode_cols.cuh.in")
     # a cluster's blocks merge their splits: they keep the emitted block
     files = {"decode_cols.cu": replace_once(
         s, "  decode_block<1>(p);\n", "  if (cluster_place().blocks > 1)\n    decode_block<1>(p);\n"
