@@ -71,13 +71,13 @@ TEST_CASE("a long head_dim 64 prefill on sm_90a takes the warp-specialised 192 x
     return *spec;
   };
   auto tiles = [](const Spec &s) { return std::to_string(s.tile_q) + "x" + std::to_string(s.tile_kv); };
-  // Without a mask from kLongPrefillRows, under a causal one from kLongCausalPrefillRows.
+  // From kLongPrefillRows, without a mask and under a causal one.
   CHECK(tiles(specFor(kLongPrefillRows - 1, false)) == "64x64");
   CHECK(tiles(specFor(kLongPrefillRows, false)) == "192x128");
   CHECK(warpSpecialised(specFor(kLongPrefillRows, false)));
-  CHECK(tiles(specFor(kLongCausalPrefillRows - 1, true)) == "64x64");
-  CHECK(tiles(specFor(kLongCausalPrefillRows, true)) == "192x128");
-  CHECK(specFor(kLongCausalPrefillRows, true).mma == MmaKind::Auto);
+  CHECK(tiles(specFor(kLongPrefillRows - 1, true)) == "64x64");
+  CHECK(tiles(specFor(kLongPrefillRows, true)) == "192x128");
+  CHECK(specFor(kLongPrefillRows, true).mma == MmaKind::Auto);
   // Other targets, head dims, masks, named blocks and given tiles keep the spec's rule.
   CHECK(tiles(specFor(1 << 20, false, Target::SM80)) != "192x128");
   Spec s = specFor(kLongPrefillRows, false);

@@ -57,10 +57,8 @@ bool longPrefillTiles(const Spec &spec, int64_t max_q_len) {
   if (spec.mode != Mode::Prefill || spec.target != Target::SM90a || spec.head_dim != 64 ||
       spec.mma != MmaKind::Auto || hasTunedTiles(spec))
     return false;
-  const int64_t from = spec.mask.kind == MaskKind::None     ? kLongPrefillRows
-                       : spec.mask.kind == MaskKind::Causal ? kLongCausalPrefillRows
-                                                            : 0;
-  return from > 0 && max_q_len >= from;
+  const bool otherMask = spec.mask.kind != MaskKind::None && spec.mask.kind != MaskKind::Causal;
+  return !otherMask && max_q_len >= kLongPrefillRows;
 }
 
 bool deriveAttention(const AttentionCall &c, Target target, Spec &spec, AttentionArgs &a,
