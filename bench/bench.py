@@ -170,6 +170,42 @@ def prefill_rows(quick):
     return rows
 
 
+def decode_inputs(b, hq, hkv, n, page=16):
+    """One decode row's inputs, real random data: K and V contiguous ([B, H_kv, N, 128], as
+    the anchors read them); the same cache as pages of `page` tokens in order ([pages, page,
+    H_kv, 128], a freshly filled cache: sequence s's page i is page s * pages_per_seq + i) and
+    that order's table; the query ([B, H_q, 1, 128], and as attnc's [B, H_q, 128]); attnc's
+    sequence arguments; and SDPA flash's output, which every attnc output is checked against."""
+    pages_per_seq = n // page
+    k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    q = torch.randn(b, hq, 1, 128, device="cuda", dtype=torch.bfloat16)
+    ko, vo = (x.permute(0, 2, 1, 3).reshape(b * pages_per_seq, page, hkv, 128).contiguous()
+              for x in (k, v))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    in_order = torch.arange(b * pages_per_seq, dtype=torch.int32, device="cuda")
+    return {"b": b, "hq": hq, "n": n, "pages_per_seq": pages_per_seq, "k": k, "v": v, "q": q,
+            "ko": ko, "vo": vo, "in_order": in_order.view(b, pages_per_seq),
+            "qp": q.view(b, hq, 128).contiguous(),
+            "cu": torch.arange(0, b + 1, dtype=torch.int32, device="cuda"),
+            "lens": torch.full((b,), n, dtype=torch.int32, device="cuda"), "ref": ref}
+
+
+def decode_plan(d, kc, vc, table, label):
+    """attnc's plan of decode_inputs' row `d` over the paged cache (kc, vc) through `table`,
+    run once and checked against SDPA: (plan, relative error). A wrong output stops the
+    benchmark before anything is timed."""
+    b, hq, n = d["b"], d["hq"], d["n"]
+    p = attnc.plan(d["qp"], kc, vc, cu_seqlens_q=d["cu"], max_seqlen_q=1, block_table=table,
+                   seq_lens_k=d["lens"], max_seqlen_k=n)
+    p.run()
+    err = rel_err(p.out.view(b, hq, 1, 128), d["ref"])
+    if not err < 1e-2:
+        raise SystemExit(f"decode B {b} kv {n} ({label}): attnc differs from SDPA "
+                         f"(relative error {err:.3g}); nothing timed")
+    return p, err
+
+
 def decode_rows(quick):
     shapes = ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096),
               (8, 64, 8, 32768))
@@ -184,36 +220,19 @@ def decode_rows(quick):
     rows = []
     gen = torch.Generator(device="cpu").manual_seed(1)
     for b, hq, hkv, n in shapes:
-        page = 16
-        pages_per_seq = n // page
-        k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        q = torch.randn(b, hq, 1, 128, device="cuda", dtype=torch.bfloat16)
-        # The same cache, paged: with its pages in order (a freshly filled cache),
-        # sequence s's page i is page s * pages_per_seq + i; shuffled, the benchmark's
-        # table, it lives at table[s, i]. Timed both ways, to show what the shuffle costs.
-        ko, vo = (x.permute(0, 2, 1, 3).reshape(b * pages_per_seq, page, hkv, 128).contiguous()
-                  for x in (k, v))
-        perm = torch.randperm(b * pages_per_seq, generator=gen).to("cuda")
+        d = decode_inputs(b, hq, hkv, n)
+        q, k, v, ko, vo = d["q"], d["k"], d["v"], d["ko"], d["vo"]
+        # The benchmark's table: the same pages shuffled; sequence s's page i lives at
+        # table[s, i]. Timed both ways, to show what the shuffle costs.
+        perm = torch.randperm(b * d["pages_per_seq"], generator=gen).to("cuda")
         kp, vp = torch.empty_like(ko), torch.empty_like(vo)
         kp[perm], vp[perm] = ko, vo
-        in_order = torch.arange(b * pages_per_seq, dtype=torch.int32, device="cuda")
-        paged = {"attnc": (kp, vp, perm.view(b, pages_per_seq).to(torch.int32)),
-                 "attnc_in_order": (ko, vo, in_order.view(b, pages_per_seq))}
-        qp = q.view(b, hq, 128).contiguous()
-        cu = torch.arange(0, b + 1, dtype=torch.int32, device="cuda")
-        lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        paged = {"attnc": (kp, vp, perm.view(b, d["pages_per_seq"]).to(torch.int32)),
+                 "attnc_in_order": (ko, vo, d["in_order"])}
         nbytes = 2 * k.numel() * k.element_size()
         fns, errs, plans = {}, {}, []
         for name, (kc, vc, table) in paged.items():
-            p = attnc.plan(qp, kc, vc, cu_seqlens_q=cu, max_seqlen_q=1, block_table=table,
-                           seq_lens_k=lens, max_seqlen_k=n)
-            p.run()
-            errs[name] = rel_err(p.out.view(b, hq, 1, 128), ref)
-            if not errs[name] < 1e-2:
-                raise SystemExit(f"decode B {b} kv {n} ({name}): attnc differs from SDPA "
-                                 f"(relative error {errs[name]:.3g}); nothing timed")
+            p, errs[name] = decode_plan(d, kc, vc, table, name)
             fns[name] = (p.run, None)
             plans.append(p)
         sdpa = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
@@ -230,7 +249,7 @@ def decode_rows(quick):
             row["ms_rounds"] = samples
         print_row(row)
         rows.append(row)
-        del k, v, ko, vo, kp, vp, q, qp, ref
+        del d, k, v, ko, vo, kp, vp, q
     return rows
 
 

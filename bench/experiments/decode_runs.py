@@ -10,14 +10,12 @@ Every attnc output is checked against SDPA's before anything is timed.
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import bench
-from bench import torch, F, SDPBackend, sdpa_kernel, attnc, rel_err, timed_rounds
+from bench import torch, F, SDPBackend, timed_rounds
 bench.REPEAT = 3
 gen = torch.Generator(device="cpu").manual_seed(1)
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096), (8, 64, 8, 32768)):
-    page, pps = 16, n // 16
-    k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    q = torch.randn(b, hq, 1, 128, device="cuda", dtype=torch.bfloat16)
-    ko, vo = (x.permute(0, 2, 1, 3).reshape(b * pps, page, hkv, 128).contiguous() for x in (k, v))
+    d = bench.decode_inputs(b, hq, hkv, n)
+    q, k, v, ko, vo, pps = d["q"], d["k"], d["v"], d["ko"], d["vo"], d["pages_per_seq"]
     tables = {}
     for r in (1, 2, 4):
         g = torch.randperm(b * pps // r, generator=gen)
@@ -25,20 +23,10 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
         kp, vp = torch.empty_like(ko), torch.empty_like(vo)
         kp[perm], vp[perm] = ko, vo
         tables["runs%d" % r] = (kp, vp, perm.view(b, pps).to(torch.int32))
-    tables["in_order"] = (ko, vo, torch.arange(b * pps, dtype=torch.int32, device="cuda").view(b, pps))
-    qp = q.view(b, hq, 128).contiguous()
-    cu = torch.arange(0, b + 1, dtype=torch.int32, device="cuda")
-    lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    tables["in_order"] = (ko, vo, d["in_order"])
     fns, plans = {}, []
     for name, (kc, vc, t) in tables.items():
-        p = attnc.plan(qp, kc, vc, cu_seqlens_q=cu, max_seqlen_q=1, block_table=t, seq_lens_k=lens, max_seqlen_k=n)
-        p.run()
-        e = rel_err(p.out.view(b, hq, 1, 128), ref)
-        if not e < 1e-2:
-            raise SystemExit("B %d kv %d (%s): attnc differs from SDPA (relative error %.3g); nothing timed"
-                             % (b, n, name, e))
+        p, _ = bench.decode_plan(d, kc, vc, t, name)
         fns[name] = (p.run, None)
         plans.append(p)
     fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), SDPBackend.CUDNN_ATTENTION)
@@ -47,4 +35,4 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
     # GB/s of K + V per series, and its ratio to cuDNN's
     rates = ["%s %.1f (x%.3f)" % (s, nb / t[s] / 1e6, t["cudnn"] / t[s]) for s in t]
     print("B %3d kv %5d  %s" % (b, n, "  ".join(rates)))
-    del tables, fns, plans, p
+    del d, tables, fns, plans, p
