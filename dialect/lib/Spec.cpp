@@ -306,7 +306,11 @@ void applyDefaultTiles(Spec &spec) {
     // 64 x 64 tiles, two or three blocks per SM; the fastest of the wgmma
     // block's tiles on the H200 for both head dims, with and without a
     // causal mask (128 x 128 was up to 4 % faster on the longest head_dim
-    // 128 rows, 5-7 % slower at N = 1024).
+    // 128 rows, 5-7 % slower at N = 1024). Since then, head_dim 64 without
+    // a mask measured faster on 64 x 128 (two stages, three blocks per SM):
+    // 3.5 % at 1024 query rows, 1.8 % at 4096, 1.5 % slower at 16384 (where
+    // the runtime takes the warp-specialised block); under a causal mask
+    // 64 x 128 was 2.9 % slower at 1024, so masks keep 64 x 64.
     // sm_90a, head_dim 64 under mma = wgmma_ws, or with tile_q 192 given:
     // the warp-specialised block of three computing warpgroups on 192 x 128
     // tiles (on the H200 13-20 % faster than the wgmma block on the longer
@@ -324,8 +328,10 @@ void applyDefaultTiles(Spec &spec) {
       q = ws.tile_q;
       kv = ws.tile_kv;
     }
-    else if (spec.target == Target::SM90a && spec.mma != MmaKind::Sync && wgmmaShape(wg))
-      q = kv = 64;
+    else if (spec.target == Target::SM90a && spec.mma != MmaKind::Sync && wgmmaShape(wg)) {
+      q = 64;
+      kv = spec.head_dim == 64 && wg.tile_q == 64 && spec.mask.kind == MaskKind::None ? 128 : 64;
+    }
   }
   if (spec.tile_q == 0)
     spec.tile_q = q;

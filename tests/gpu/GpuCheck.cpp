@@ -708,6 +708,11 @@ int main(int argc, char **argv) {
       specs.push_back("mma=wgmma_ws,dtype=f16,mask=causal,head_dim=64,gqa=4,page_size=16,return_lse=true");
       specs.push_back("mma=wgmma_ws,dtype=bf16,mask=sliding_window(100),head_dim=64,tile_kv=64,gqa=2,"
                       "page_size=19");
+      // head_dim 64 in the wgmma block: the default 64 x 128 tiles without a
+      // mask (the contiguous specs above), paged with GQA, and the 64 x 64
+      // tiles the masked specs take, here without a mask.
+      specs.push_back("dtype=bf16,mask=none,head_dim=64,gqa=4,page_size=16");
+      specs.push_back("dtype=f16,mask=none,head_dim=64,tile_kv=64,return_lse=true");
     }
   }
   if (benchOnly) {

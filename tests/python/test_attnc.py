@@ -59,13 +59,14 @@ class TestSpecFor(unittest.TestCase):
         self.assertTrue(spec.endswith(",split_kv=4"), spec)
 
     def test_long_head_dim_64_prefill(self):
-        # sm_90a, head_dim 64: the wgmma block's 64 x 64 tiles for short prefills, the
-        # warp-specialised block's 192 x 128 from 4096 query rows, causal or not.
+        # sm_90a, head_dim 64: the wgmma block for short prefills (64 x 128 tiles without
+        # a mask, 64 x 64 under a causal one), the warp-specialised block's 192 x 128 from
+        # 4096 query rows, causal or not.
         def tiles(max_q_len, causal):
             spec = attnc.spec_for("bf16", 64, 16, 16, target="sm_90a", max_q_len=max_q_len,
                                   causal=causal)
             return spec.split(",")[3:5]
-        self.assertEqual(tiles(4095, False), ["tile_q=64", "tile_kv=64"])
+        self.assertEqual(tiles(4095, False), ["tile_q=64", "tile_kv=128"])
         self.assertEqual(tiles(4096, False), ["tile_q=192", "tile_kv=128"])
         self.assertEqual(tiles(4095, True), ["tile_q=64", "tile_kv=64"])
         self.assertEqual(tiles(4096, True), ["tile_q=192", "tile_kv=128"])

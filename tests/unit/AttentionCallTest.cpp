@@ -72,7 +72,7 @@ TEST_CASE("a long head_dim 64 prefill on sm_90a takes the warp-specialised 192 x
   };
   auto tiles = [](const Spec &s) { return std::to_string(s.tile_q) + "x" + std::to_string(s.tile_kv); };
   // From kLongPrefillRows, without a mask and under a causal one.
-  CHECK(tiles(specFor(kLongPrefillRows - 1, false)) == "64x64");
+  CHECK(tiles(specFor(kLongPrefillRows - 1, false)) == "64x128");
   CHECK(tiles(specFor(kLongPrefillRows, false)) == "192x128");
   CHECK(warpSpecialised(specFor(kLongPrefillRows, false)));
   CHECK(tiles(specFor(kLongPrefillRows - 1, true)) == "64x64");

@@ -429,7 +429,7 @@ TEST_CASE("mma = wgmma_ws: a warp-specialised block of 128 x 128 or 128 x 64 til
   CHECK(!warpSpecialised(parseValid("head_dim=128,tile_q=128,tile_kv=128,mma=wgmma")));
   // mma = auto picks the block (measured faster on every head_dim 128 row)
   // wherever it takes the tiles and the stages; elsewhere the wgmma block's
-  // 64 x 64 tiles stay the default.
+  // tiles (64 x 64; head_dim 64 without a mask 64 x 128) stay the default.
   const Spec a = parseValid("head_dim=128");
   CHECK((warpSpecialised(a) && a.mma == MmaKind::Auto && a.tile_q == 128 && a.tile_kv == 128));
   CHECK(sharedMemoryBytes(a) == sharedMemoryBytes(s));
@@ -475,7 +475,8 @@ TEST_CASE("mma = wgmma_ws for head_dim 64: three computing warpgroups, 192 x 128
           "[spec]") {
   // By name the tiles default to 192 x 128 (three stages; four of 64 keys);
   // mma = auto takes the block where tile_q 192 is given (no other sm_90a
-  // block takes it) and keeps the wgmma block's 64 x 64 otherwise.
+  // block takes it) and keeps the wgmma block's tiles otherwise (64 x 128
+  // without a mask).
   const Spec s = parseValid("head_dim=64,mma=wgmma_ws");
   CHECK((warpSpecialised(s) && usesWgmma(s) && s.tile_q == 192 && s.tile_kv == 128));
   CHECK(wsComputingThreads(s) == 384);
@@ -489,7 +490,9 @@ TEST_CASE("mma = wgmma_ws for head_dim 64: three computing warpgroups, 192 x 128
   CHECK((warpSpecialised(a) && usesWgmma(a) && a.mma == MmaKind::Auto && a.tile_kv == 128));
   CHECK(wsComputingThreads(parseValid("head_dim=128")) == 256);
   const Spec d = parseValid("head_dim=64");
-  CHECK((!warpSpecialised(d) && usesWgmma(d) && d.tile_q == 64 && d.tile_kv == 64));
+  CHECK((!warpSpecialised(d) && usesWgmma(d) && d.tile_q == 64 && d.tile_kv == 128));
+  const Spec c = parseValid("head_dim=64,mask=causal");
+  CHECK((!warpSpecialised(c) && usesWgmma(c) && c.tile_q == 64 && c.tile_kv == 64));
 }
 
 TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
@@ -502,13 +505,15 @@ TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
   CHECK(sharedMemoryLimit(Target::SM80) == sm80Limit);
   CHECK(sharedMemoryLimit(Target::CPU) == 0);
 
-  // The defaults: two blocks per SM (mma.sync's tiles; wgmma's 64 x 64).
+  // The defaults: two blocks per SM (mma.sync's tiles; wgmma's 64 x 64, and
+  // 64 x 128 for head_dim 64 without a mask: three).
   CHECK(kvStages(parseValid("head_dim=128,mma=sync")) == 2);
   CHECK(sharedMemoryBytes(parseValid("head_dim=128,mma=sync")) == (128 + 2 * 2 * 32) * 128 * 2);
   CHECK(kvStages(parseValid("head_dim=64,mask=causal,mma=sync")) == 2);
   CHECK(sharedMemoryBytes(parseValid("head_dim=64,mma=sync")) == (128 + 2 * 2 * 128) * 64 * 2);
   CHECK(sharedMemoryBytes(parseValid("head_dim=128,mma=wgmma")) == (64 + 2 * 64) * 128 * 2);
-  CHECK(sharedMemoryBytes(parseValid("head_dim=64")) == (64 + 2 * 2 * 64) * 64 * 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=64")) == (64 + 2 * 2 * 128) * 64 * 2);
+  CHECK(sharedMemoryBytes(parseValid("head_dim=64,mask=causal")) == (64 + 2 * 2 * 64) * 64 * 2);
   CHECK(kvStages(parseValid("head_dim=32")) == 1);
   CHECK(kvStages(parseValid("mode=decode,page_size=16,gqa=4")) == 3);
   CHECK(sharedMemoryBytes(parseValid("mode=decode,page_size=16,gqa=4")) ==

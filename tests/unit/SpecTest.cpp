@@ -53,9 +53,9 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
     int headDim, tileQ, tileKV;
   };
   // mma.sync kernels: sm_80, and sm_90a's head dims wgmma does not take (or
-  // mma=sync); sm_90a's head_dim 64 runs wgmma on 64 x 64 tiles, head_dim
-  // 128 the warp-specialised block on 128 x 128 (and under mma=wgmma, the
-  // wgmma block on 64 x 64).
+  // mma=sync); sm_90a's head_dim 64 runs wgmma on 64 x 128 tiles without a
+  // mask (64 x 64 under one), head_dim 128 the warp-specialised block on
+  // 128 x 128 (and under mma=wgmma, the wgmma block on 64 x 64).
   for (const char *target : {"sm_80", "sm_90a", "sm_90a,mma=sync"}) {
     const bool wgmma = std::string(target) == "sm_90a";
     for (Case c : {Case{32, 128, 128}, Case{64, 128, 128}, Case{96, 128, 64},
@@ -66,7 +66,14 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
       const bool wg = wgmma && (c.headDim == 64 || c.headDim == 128);
       const bool ws = wgmma && c.headDim == 128;
       CHECK(s.tile_q == (ws ? 128 : wg ? 64 : c.tileQ));
-      CHECK(s.tile_kv == (ws ? 128 : wg ? 64 : c.tileKV));
+      CHECK(s.tile_kv == (ws ? 128 : wg ? (c.headDim == 64 ? 128 : 64) : c.tileKV));
+      if (wg && c.headDim == 64) {
+        const Spec masked = parseValid("target=sm_90a,head_dim=64,mask=causal");
+        CHECK((usesWgmma(masked) && masked.tile_q == 64 && masked.tile_kv == 64));
+        CHECK(parseValid("target=sm_90a,head_dim=64,mask=sliding_window(64)").tile_kv == 64);
+        CHECK(parseValid("target=sm_90a,head_dim=64,tile_q=128").tile_kv == 64);
+        CHECK(kvStages(s) == 2);
+      }
       CHECK(usesWgmma(s) == wg);
       CHECK(warpSpecialised(s) == ws);
       CHECK(s.dtype == DType::BF16);
