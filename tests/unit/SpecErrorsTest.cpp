@@ -491,8 +491,6 @@ TEST_CASE("mma = wgmma_ws for head_dim 64: three computing warpgroups, 192 x 128
   CHECK(wsComputingThreads(parseValid("head_dim=128")) == 256);
   const Spec d = parseValid("head_dim=64");
   CHECK((!warpSpecialised(d) && usesWgmma(d) && d.tile_q == 64 && d.tile_kv == 128));
-  const Spec c = parseValid("head_dim=64,mask=causal");
-  CHECK((!warpSpecialised(c) && usesWgmma(c) && c.tile_q == 64 && c.tile_kv == 64));
 }
 
 TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {

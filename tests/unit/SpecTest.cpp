@@ -67,13 +67,6 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
       const bool ws = wgmma && c.headDim == 128;
       CHECK(s.tile_q == (ws ? 128 : wg ? 64 : c.tileQ));
       CHECK(s.tile_kv == (ws ? 128 : wg ? (c.headDim == 64 ? 128 : 64) : c.tileKV));
-      if (wg && c.headDim == 64) {
-        const Spec masked = parseValid("target=sm_90a,head_dim=64,mask=causal");
-        CHECK((usesWgmma(masked) && masked.tile_q == 64 && masked.tile_kv == 64));
-        CHECK(parseValid("target=sm_90a,head_dim=64,mask=sliding_window(64)").tile_kv == 64);
-        CHECK(parseValid("target=sm_90a,head_dim=64,tile_q=128").tile_kv == 64);
-        CHECK(kvStages(s) == 2);
-      }
       CHECK(usesWgmma(s) == wg);
       CHECK(warpSpecialised(s) == ws);
       CHECK(s.dtype == DType::BF16);
@@ -81,6 +74,13 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
   }
   const Spec wg = parseValid("head_dim=128,mma=wgmma");
   CHECK((wg.tile_q == 64 && wg.tile_kv == 64 && usesWgmma(wg) && !warpSpecialised(wg)));
+  // sm_90a, head_dim 64: 64 x 128 (two stages) only without a mask and with
+  // tile_q left at 64; masks and tile_q 128 keep 64-key tiles.
+  CHECK(kvStages(parseValid("target=sm_90a,head_dim=64")) == 2);
+  const Spec masked = parseValid("target=sm_90a,head_dim=64,mask=causal");
+  CHECK((usesWgmma(masked) && masked.tile_q == 64 && masked.tile_kv == 64));
+  CHECK(parseValid("target=sm_90a,head_dim=64,mask=sliding_window(64)").tile_kv == 64);
+  CHECK(parseValid("target=sm_90a,head_dim=64,tile_q=128").tile_kv == 64);
 }
 
 TEST_CASE("target=cpu defaults to f32 and 64x64 tiles", "[spec][defaults]") {

@@ -77,9 +77,10 @@ struct AttentionShape {
 std::optional<Spec> attentionSpec(const AttentionShape &shape, Target target, std::string &error);
 
 /// Query rows from which attentionSpec gives a head_dim 64 prefill on
-/// sm_90a, without a mask or under a causal one, the warp-specialised block of three computing warpgroups on
-/// 192 x 128 tiles instead of the spec's default (the wgmma block on 64 x
-/// 128 without a mask, 64 x 64 under one): measured on the H200 (tests/gpu/RESULTS.md) 13-20 % faster at 4096
+/// sm_90a, without a mask or under a causal one, the warp-specialised block
+/// of three computing warpgroups on 192 x 128 tiles instead of the spec's
+/// default (the wgmma block on 64 x 128 without a mask, 64 x 64 under one):
+/// measured on the H200 (tests/gpu/RESULTS.md) 13-20 % faster at 4096
 /// and 16384 query rows without a mask, under a causal one 3-4 % faster at
 /// 4096 (two timings; bench.py's row from 0.91x to 0.97-0.98x FlexAttention)
 /// and 17-19 % at 16384; 7 % and 25 % slower at 1024. Other masks keep the
