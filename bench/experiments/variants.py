@@ -37,6 +37,11 @@
       S = Q K^T and the softmax for all the tile's keys, and P V for its
       head_dim / 4 columns, so no merge of the warps' states ends the block;
       blocks of a cluster keep the emitted code
+  variants.py decode-delay EMITTED.cu OUTDIR
+      the same emitted decode kernel with a fixed delay per block (a clock64
+      spin of 2000 or 8000 cycles), at its start or between its KV loop and
+      its epilogue: how much of a block's fixed cost the other blocks hide,
+      row by row
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
 which times it on its spec's rows and checks its output against the emitted
@@ -409,14 +414,29 @@ def decode_cols(emitted, outdir):
     write_all(outdir, files)
 
 
+def decode_delay(emitted, outdir):
+    src = read(emitted)
+    files = {}
+    end = "    cp_async_wait<0>();\n    __syncthreads();\n    allow_merge_launch();"
+    start = "warp = tid / 32;\n  const int *cu_q"
+    for cycles in (2000, 8000):
+        spin = ("{ const long long t0 = clock64(); while (clock64() - t0 < %d) { } } "
+                "// a fixed delay, all threads\n" % cycles)
+        files["decode_delay_end%d.cu" % cycles] = replace_once(src, end, "    " + spin + end,
+                                                               "the end of the KV loop", emitted)
+        files["decode_delay_start%d.cu" % cycles] = replace_once(
+            src, start, "warp = tid / 32;\n  " + spin + "  const int *cu_q", "the block's start", emitted)
+    write_all(outdir, files)
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
          " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR |"
          " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR |"
-         " decode-cols EMITTED.cu OUTDIR (--help for more)")
+         " decode-cols EMITTED.cu OUTDIR | decode-delay EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
             "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
             "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2),
-            "decode-cols": (decode_cols, 2)}
+            "decode-cols": (decode_cols, 2), "decode-delay": (decode_delay, 2)}
 
 
 def main(argv):

@@ -21,11 +21,12 @@ mkdir -p "$work"
 "$python" "$variants" decode-heads-in-step "$work/decode.cu" "$work/heads"
 "$python" "$variants" decode-keys-as-m "$work/decode.cu" "$work/keys-as-m"
 "$python" "$variants" decode-cols "$work/decode.cu" "$work/cols"
+"$python" "$variants" decode-delay "$work/decode.cu" "$work/delay"
 variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu "$work"/heads/*.cu
-                  "$work"/keys-as-m/*.cu "$work"/cols/*.cu)
+                  "$work"/keys-as-m/*.cu "$work"/cols/*.cu "$work"/delay/*.cu)
 count=${#variants_written[@]}
-if [ "$count" -ne 66 ]; then
-  echo "experiments.sh: expected 66 variants, found $count" >&2
+if [ "$count" -ne 70 ]; then
+  echo "experiments.sh: expected 70 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
@@ -47,6 +48,7 @@ refused decode-cache-policy "decode.cuh include"
 refused decode-heads-in-step "decode cluster test"
 refused decode-keys-as-m "decode_block"
 refused decode-cols "decode_block"
+refused decode-delay "the end of the KV loop"
 compiled=""
 if [ $# -ge 1 ]; then
   "$1" "${variants_written[@]}"
