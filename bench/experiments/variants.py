@@ -42,6 +42,13 @@
       spin of 2000 or 8000 cycles), at its start or between its KV loop and
       its epilogue: how much of a block's fixed cost the other blocks hide,
       row by row
+  variants.py decode-persistent EMITTED.cu OUTDIR
+      the same emitted decode kernel whose unsplit launches run a persistent
+      block (decode_persistent.cuh.in): it claims (sequence, KV head) items
+      from a counter and streams the next item's tiles while it finishes the
+      current one; decode_persistent_workers.cu keeps two blocks per SM at
+      work and ends the grid's others at once, decode_persistent_all.cu lets
+      every block of the grid claim until the items run out
 
 Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
 which times it on its spec's rows and checks its output against the emitted
@@ -53,6 +60,9 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+PAIR_COMMENT = "// attn-split-kv: splits as the two pipelines of a block (launch: pair_shared_bytes)."
 
 
 class Refused(Exception):
@@ -429,14 +439,30 @@ def decode_delay(emitted, outdir):
     write_all(outdir, files)
 
 
+def decode_persistent(emitted, outdir):
+    src = read(emitted)
+    helpers = read(os.path.join(HERE, "decode_persistent.cuh.in"))
+    s = replace_once(src, PAIR_COMMENT, helpers + "\n" + PAIR_COMMENT, "the pair kernel's comment", emitted)
+    body = "  decode_block<1>(p);\n}\n\n// attn-split-kv: the merge"
+    files = {}
+    for name, workers in (("workers", "true"), ("all", "false")):
+        files["decode_persistent_%s.cu" % name] = replace_once(
+            s, body, "  if (p.num_splits == 1 && cluster_place().blocks == 1)\n    decode_persistent<%s>(p);\n"
+            "  else\n    decode_block<1>(p);\n}\n\n// attn-split-kv: the merge" % workers,
+            "the main kernel's body", emitted)
+    write_all(outdir, files)
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
          " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR |"
          " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR |"
-         " decode-cols EMITTED.cu OUTDIR | decode-delay EMITTED.cu OUTDIR (--help for more)")
+         " decode-cols EMITTED.cu OUTDIR | decode-delay EMITTED.cu OUTDIR |"
+         " decode-persistent EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
             "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
             "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2),
-            "decode-cols": (decode_cols, 2), "decode-delay": (decode_delay, 2)}
+            "decode-cols": (decode_cols, 2), "decode-delay": (decode_delay, 2),
+            "decode-persistent": (decode_persistent, 2)}
 
 
 def main(argv):

@@ -22,11 +22,13 @@ mkdir -p "$work"
 "$python" "$variants" decode-keys-as-m "$work/decode.cu" "$work/keys-as-m"
 "$python" "$variants" decode-cols "$work/decode.cu" "$work/cols"
 "$python" "$variants" decode-delay "$work/decode.cu" "$work/delay"
+"$python" "$variants" decode-persistent "$work/decode.cu" "$work/persistent"
 variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu "$work"/heads/*.cu
-                  "$work"/keys-as-m/*.cu "$work"/cols/*.cu "$work"/delay/*.cu)
+                  "$work"/keys-as-m/*.cu "$work"/cols/*.cu "$work"/delay/*.cu
+                  "$work"/persistent/*.cu)
 count=${#variants_written[@]}
-if [ "$count" -ne 70 ]; then
-  echo "experiments.sh: expected 70 variants, found $count" >&2
+if [ "$count" -ne 72 ]; then
+  echo "experiments.sh: expected 72 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
@@ -49,6 +51,7 @@ refused decode-heads-in-step "decode cluster test"
 refused decode-keys-as-m "decode_block"
 refused decode-cols "decode_block"
 refused decode-delay "the end of the KV loop"
+refused decode-persistent "the pair kernel's comment"
 compiled=""
 if [ $# -ge 1 ]; then
   "$1" "${variants_written[@]}"
