@@ -14,6 +14,7 @@ rm -rf "$work"
 mkdir -p "$work"
 "$attnc" emit --spec mode=prefill,head_dim=128,mma=wgmma --stage cuda -o "$work/prefill.cu"
 "$attnc" emit --spec mode=decode,page_size=16,gqa=4 --stage cuda -o "$work/decode.cu"
+"$attnc" emit --spec mode=decode,page_size=16,gqa=4,stages=2,split_kv=1 --stage cuda -o "$work/decode2.cu"
 "$python" "$variants" prefill-ws "$work/ws"
 "$python" "$variants" prefill-kv-split "$work/prefill.cu" "$work/kv-split"
 "$python" "$variants" decode-prefetch "$work/decode.cu" "$work/prefetch"
@@ -23,12 +24,13 @@ mkdir -p "$work"
 "$python" "$variants" decode-cols "$work/decode.cu" "$work/cols"
 "$python" "$variants" decode-delay "$work/decode.cu" "$work/delay"
 "$python" "$variants" decode-persistent "$work/decode.cu" "$work/persistent"
+"$python" "$variants" decode-kv-release "$work/decode2.cu" "$work/kv-release"
 variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu "$work"/heads/*.cu
                   "$work"/keys-as-m/*.cu "$work"/cols/*.cu "$work"/delay/*.cu
-                  "$work"/persistent/*.cu)
+                  "$work"/persistent/*.cu "$work"/kv-release/*.cu)
 count=${#variants_written[@]}
-if [ "$count" -ne 72 ]; then
-  echo "experiments.sh: expected 72 variants, found $count" >&2
+if [ "$count" -ne 75 ]; then
+  echo "experiments.sh: expected 75 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
@@ -52,6 +54,7 @@ refused decode-keys-as-m "decode_block"
 refused decode-cols "decode_block"
 refused decode-delay "the end of the KV loop"
 refused decode-persistent "the pair kernel's comment"
+refused decode-kv-release "kStages = 2"
 compiled=""
 if [ $# -ge 1 ]; then
   "$1" "${variants_written[@]}"
