@@ -1,5 +1,5 @@
 """attnc's paged decode over a cache whose pages are shuffled singly, in runs of 2 and of 4
-consecutive pages, and in order, against SDPA cuDNN on the same cache contiguous: bench.py's
+consecutive pages, only within windows of 2 MiB, and in order, against SDPA cuDNN on the same cache contiguous: bench.py's
 decode rows, inputs and timing (three interleaved rounds, the medians). Runs on the GPU
 machine as bench.py does:
 
@@ -23,6 +23,13 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
         kp, vp = torch.empty_like(ko), torch.empty_like(vo)
         kp[perm], vp[perm] = ko, vo
         tables["runs%d" % r] = (kp, vp, perm.view(b, pps).to(torch.int32))
+    # Shuffled only within windows of 64 pages (2 MiB of K, 2 MiB of V at 8 KV heads): each
+    # sequence's pages stay in the few windows its pages in order would fill.
+    w = 64
+    win = torch.cat([i + torch.randperm(min(w, b * pps - i), generator=gen) for i in range(0, b * pps, w)]).to("cuda")
+    kp, vp = torch.empty_like(ko), torch.empty_like(vo)
+    kp[win], vp[win] = ko, vo
+    tables["win2MiB"] = (kp, vp, win.view(b, pps).to(torch.int32))
     tables["in_order"] = (ko, vo, d["in_order"])
     fns, plans = {}, []
     for name, (kc, vc, t) in tables.items():
