@@ -5,9 +5,11 @@ not, B * N = 16384 tokens, H * head_dim = 2048, contiguous K/V (12 rows); decode
 query token, head_dim 128, on five GQA rows (B, query / KV heads, KV length): 64, 32/8,
 1024; 64, 32/8, 4096; 16, 32/8, 16384; 128, 32/8, 4096; 8, 64/8, 32768, attnc reading
 K/V through a block table of 16-token pages over shuffled pages, the anchors the same
-cache contiguous. Decode rows also time attnc on the same cache with each sequence's
-pages in order ("attnc in order"), to show what the shuffle costs; the ratios to the
-anchors are the shuffled table's.
+cache contiguous. Decode rows also time attnc on the same cache with its pages shuffled
+only within windows of 2 MiB (each sequence's pages stay in the few windows its pages in
+order fill: the locality a page allocator can keep; "attnc 2 MiB windows") and with each
+sequence's pages in order ("attnc in order"), to show what the shuffle costs; the ratios
+to the anchors are the whole-cache shuffle's, and each of those tables' to cuDNN.
 
     python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--repeat N] [--profile]
     python3 bench/bench.py --redraw bench/results.json   (results.md and results.png again)
@@ -54,9 +56,12 @@ except ImportError as missing:
 
 ANCHORS = ("flash", "cudnn", "flex")
 # Each series' legend name and colour, the same in both panels of the chart.
-SERIES = {"attnc": ("attnc", "tab:blue"), "attnc_in_order": ("attnc, pages in order", "tab:cyan"),
+SERIES = {"attnc": ("attnc", "tab:blue"), "attnc_win2mib": ("attnc, pages in 2 MiB windows", "tab:purple"),
+          "attnc_in_order": ("attnc, pages in order", "tab:cyan"),
           "flash": ("SDPA flash (FA2)", "tab:orange"), "cudnn": ("SDPA cuDNN", "tab:green"),
           "flex": ("FlexAttention", "tab:red")}
+# The decode rows' other tables over the same pages: series name, and its name in a ratio.
+TABLES = (("attnc_win2mib", "2 MiB windows"), ("attnc_in_order", "in order"))
 USE_FLEX = True
 PROFILE = False
 REPEAT = 1
@@ -191,6 +196,13 @@ def decode_inputs(b, hq, hkv, n, page=16):
             "lens": torch.full((b,), n, dtype=torch.int32, device="cuda"), "ref": ref}
 
 
+def window_shuffle(pages, gen, window=64):
+    """A permutation of `pages` page slots that moves each page only within its window of
+    `window` consecutive slots (64 pages of 16 tokens: 2 MiB of K at 8 KV heads)."""
+    return torch.cat([i + torch.randperm(min(window, pages - i), generator=gen)
+                      for i in range(0, pages, window)])
+
+
 def decode_plan(d, kc, vc, table, label):
     """attnc's plan of decode_inputs' row `d` over the paged cache (kc, vc) through `table`,
     run once and checked against SDPA: (plan, relative error). A wrong output stops the
@@ -222,13 +234,18 @@ def decode_rows(quick):
     for b, hq, hkv, n in shapes:
         d = decode_inputs(b, hq, hkv, n)
         q, k, v, ko, vo = d["q"], d["k"], d["v"], d["ko"], d["vo"]
-        # The benchmark's table: the same pages shuffled; sequence s's page i lives at
-        # table[s, i]. Timed both ways, to show what the shuffle costs.
-        perm = torch.randperm(b * d["pages_per_seq"], generator=gen).to("cuda")
-        kp, vp = torch.empty_like(ko), torch.empty_like(vo)
-        kp[perm], vp[perm] = ko, vo
-        paged = {"attnc": (kp, vp, perm.view(b, d["pages_per_seq"]).to(torch.int32)),
-                 "attnc_in_order": (ko, vo, d["in_order"])}
+        # The benchmark's table: the same pages shuffled across the whole cache; sequence
+        # s's page i lives at table[s, i]. Also timed shuffled within 2 MiB windows and in
+        # order, to show what the shuffle costs.
+        pages = b * d["pages_per_seq"]
+        paged = {}
+        for name, perm in (("attnc", torch.randperm(pages, generator=gen)),
+                           ("attnc_win2mib", window_shuffle(pages, gen))):
+            perm = perm.to("cuda")
+            kp, vp = torch.empty_like(ko), torch.empty_like(vo)
+            kp[perm], vp[perm] = ko, vo
+            paged[name] = (kp, vp, perm.view(b, d["pages_per_seq"]).to(torch.int32))
+        paged["attnc_in_order"] = (ko, vo, d["in_order"])
         nbytes = 2 * k.numel() * k.element_size()
         fns, errs, plans = {}, {}, []
         for name, (kc, vc, table) in paged.items():
@@ -304,8 +321,9 @@ def print_row(row):
     r = row["rate"]
     parts = [f"{k} {v:7.1f}" for k, v in r.items()]
     ratios = [f"x{k} {r['attnc'] / v:5.2f}" for k, v in r.items() if k in ANCHORS and v == v]
-    if "attnc_in_order" in r and "cudnn" in r:
-        ratios.append(f"in order xcudnn {r['attnc_in_order'] / r['cudnn']:5.2f}")
+    for name, short in TABLES:
+        if name in r and "cudnn" in r:
+            ratios.append(f"{short} xcudnn {r[name] / r['cudnn']:5.3f}")
     print(f"{label(row):34s} {unit:7s} " + "  ".join(parts) + "   " + "  ".join(ratios) +
           f"   (err {row['rel_err']:.1e})", flush=True)
 
@@ -323,18 +341,18 @@ def markdown(rows, meta):
             continue
         names = [n for n in ("attnc",) + ANCHORS if n in sel[0]["rate"]]
         anchors = names[1:]
-        in_order = "attnc_in_order" in sel[0]["rate"]
-        rated = names[:1] + (["attnc_in_order"] if in_order else []) + anchors
-        head = (["row"] + [f"{n.replace('_', ' ')} {unit}" for n in rated] +
-                [f"x {n}" for n in anchors] +
-                (["in order x cudnn"] if in_order and "cudnn" in anchors else []))
+        tables = [(n, short) for n, short in TABLES if n in sel[0]["rate"]]
+        rated = names[:1] + [n for n, _ in tables] + anchors
+        head = (["row"] + [f"attnc {dict(TABLES)[n]} {unit}" if n in dict(TABLES) else f"{n} {unit}"
+                           for n in rated] + [f"x {n}" for n in anchors] +
+                ([f"{short} x cudnn" for _, short in tables] if "cudnn" in anchors else []))
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for r in sel:
             vals = [f"{r['rate'][n]:.1f}" for n in rated]
             rat = [f"{r['rate']['attnc'] / r['rate'][n]:.3f}" for n in anchors]
-            if in_order and "cudnn" in anchors:
-                rat.append(f"{r['rate']['attnc_in_order'] / r['rate']['cudnn']:.3f}")
+            if "cudnn" in anchors:
+                rat += [f"{r['rate'][n] / r['rate']['cudnn']:.3f}" for n, _ in tables]
             lines.append("| " + " | ".join([label(r)] + vals + rat) + " |")
         lines.append("")
     mem = [r for r in rows if r["kind"] == "memory"]
@@ -365,11 +383,11 @@ def chart(rows, path):
         sel = [r for r in rows if r["kind"] == kind]
         if not sel:
             continue
-        names = [n for n in ("attnc", "attnc_in_order") + ANCHORS if n in sel[0]["rate"]]
+        names = [n for n in ("attnc",) + tuple(n for n, _ in TABLES) + ANCHORS if n in sel[0]["rate"]]
         width = 0.8 / len(names)
         for i, n in enumerate(names):
             name, color = SERIES[n]
-            if n == "attnc" and "attnc_in_order" in names:
+            if n == "attnc" and any(t in names for t, _ in TABLES):
                 name += " (pages shuffled)"
             ax.bar([x + i * width for x in range(len(sel))], [r["rate"][n] for r in sel], width,
                    label=name, color=color)

@@ -25,8 +25,7 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
         tables["runs%d" % r] = (kp, vp, perm.view(b, pps).to(torch.int32))
     # Shuffled only within windows of 64 pages (2 MiB of K, 2 MiB of V at 8 KV heads): each
     # sequence's pages stay in the few windows its pages in order would fill.
-    w = 64
-    win = torch.cat([i + torch.randperm(min(w, b * pps - i), generator=gen) for i in range(0, b * pps, w)]).to("cuda")
+    win = bench.window_shuffle(b * pps, gen).to("cuda")
     kp, vp = torch.empty_like(ko), torch.empty_like(vo)
     kp[win], vp[win] = ko, vo
     tables["win2MiB"] = (kp, vp, win.view(b, pps).to(torch.int32))
