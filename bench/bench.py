@@ -388,7 +388,7 @@ def chart(rows, path):
         for i, n in enumerate(names):
             name, color = SERIES[n]
             if n == "attnc" and any(t in names for t, _ in TABLES):
-                name += " (pages shuffled)"
+                name += " (pages shuffled across the cache)"
             ax.bar([x + i * width for x in range(len(sel))], [r["rate"][n] for r in sel], width,
                    label=name, color=color)
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(sel))])
