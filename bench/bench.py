@@ -343,7 +343,8 @@ def markdown(rows, meta):
         anchors = names[1:]
         tables = [(n, short) for n, short in TABLES if n in sel[0]["rate"]]
         rated = names[:1] + [n for n, _ in tables] + anchors
-        head = (["row"] + [f"attnc {dict(TABLES)[n]} {unit}" if n in dict(TABLES) else f"{n} {unit}"
+        table_name = dict(TABLES)
+        head = (["row"] + [f"attnc {table_name[n]} {unit}" if n in table_name else f"{n} {unit}"
                            for n in rated] + [f"x {n}" for n in anchors] +
                 ([f"{short} x cudnn" for _, short in tables] if "cudnn" in anchors else []))
         lines.append("| " + " | ".join(head) + " |")

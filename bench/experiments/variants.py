@@ -96,9 +96,14 @@ def write_all(outdir, files):
         raise Refused("cannot write into %s: %s" % (outdir, e.strerror))
 
 
-def replace_once(text, anchor, new, what, path):
+def require(text, anchor, what, path):
+    """Refuses a source without `anchor` (the place named `what`)."""
     if anchor not in text:
         raise Refused("%s has no %s: not the kernel this command edits, or emitted by another attnc" % (path, what))
+
+
+def replace_once(text, anchor, new, what, path):
+    require(text, anchor, what, path)
     return text.replace(anchor, new, 1)
 
 
@@ -461,19 +466,17 @@ def decode_persistent(emitted, outdir):
     write_all(outdir, files)
 
 
-KV_RELEASE_LOOP = '    // Two stages: tile j\'s K stage is given to tile j + 2\'s K as soon as\n    // every warp has its S = Q K^T, its V stage to tile j + 2\'s V at the next tile\'s\n    // barrier, so that a tile and a half stay in flight while a tile is computed.\n    static_assert(Cfg::kStages == 2 && Cfg::kTableAhead == 2, "the split release is written for two stages");\n    if (mine.lo < mine.hi)\n      load_kv(mine.lo, 0, first[0]);\n    cp_async_commit();\n    if (mine.lo + 1 < mine.hi)\n      copy_half<false>(copy, smem_k(1), kv, (mine.lo + 1) * Cfg::kTileKV, next[0]);\n    cp_async_commit();\n    Copy::Lookups v_next = next[0]; // the entries of the V copy still to issue (tile j + 1\'s)\n    next[0] = next[1];\n    next[1] = Copy::Lookups(kv, (mine.lo + 3) * Cfg::kTileKV);\n    DecodeState<Block> state;\n    state.init();\n    cp_async_wait<1>(); // the query rows (and tile lo) have arrived\n    __syncthreads();\n    DecodeQuery<Block> query;\n    query.load(smem_q);\n    int stage = 0, free_stage = 1;\n    for (int j = mine.lo; j < mine.hi; ++j) {\n      cp_async_wait<1>(); // tile j\'s K and V have arrived (tile j + 1\'s K may not have)\n      __syncthreads();    // and every warp is done with tile j - 1\'s V\n      if (j + 1 < mine.hi)\n        copy_half<true>(copy, smem_v(free_stage), kv, (j + 1) * Cfg::kTileKV, v_next);\n      cp_async_commit();\n      DecodeScores<Block> s;\n      query.qk(s, smem_k(stage), warp); // S = Q K^T\n      __syncthreads(); // every warp is done with tile j\'s K\n      if (j + 2 < mine.hi)\n        copy_half<false>(copy, smem_k(stage), kv, (j + 2) * Cfg::kTileKV, next[0]);\n      cp_async_commit();\n      v_next = next[0];\n      next[0] = next[1];\n      next[1] = Copy::Lookups(kv, (j + 4) * Cfg::kTileKV);\n      if (j < tiles.full_lo || j >= tiles.full_hi)\n        decode_mask<Block>(s, row0, j * Cfg::kTileKV + warp * 16, q_len, kv_len);\n      state.update(s, p.scale_log2);\n      decode_pv<Block>(state, s, smem_v(stage), warp); // acc += P V\n      free_stage = stage;\n      stage = stage ^ 1;\n    }\n'
-
-
 def decode_kv_release(emitted, outdir):
     src = read(emitted)
-    replace_once(src, "static constexpr int kStages = 2;", "", "kStages = 2", emitted)  # a two-stage kernel only
+    require(src, "static constexpr int kStages = 2;", "kStages = 2", emitted)  # a two-stage kernel only
     bounds = "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) attn_decode"
     three = bounds.replace("(Cfg::kThreads, 1)", "(Cfg::kThreads, 3)")
     start = "    // The first kStages - 1 tiles start loading.\n"
     end = "    // Two pipelines: each passes its barrier as often"
-    replace_once(src, start, "", "the first copies", emitted)
-    replace_once(src, end, "", "the loop's end", emitted)
-    released = src[:src.index(start)] + KV_RELEASE_LOOP + src[src.index(end):]
+    require(src, start, "the first copies", emitted)
+    require(src, end, "the loop's end", emitted)
+    loop = read(os.path.join(HERE, "decode_kv_release_loop.cu.in"))
+    released = src[:src.index(start)] + loop + src[src.index(end):]
     block_cfg = "namespace {\n/// The whole block when it runs kPipes K/V pipelines"
     released = replace_once(released, block_cfg, read(os.path.join(HERE, "decode_kv_release.cuh.in")) + "\n" +
                             block_cfg, "BlockCfg", emitted)
