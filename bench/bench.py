@@ -203,6 +203,14 @@ def window_shuffle(pages, gen, window=64):
                       for i in range(0, pages, window)])
 
 
+def permuted_cache(d, perm):
+    """decode_inputs' row `d` as a paged cache whose page i lies at slot perm[i] (a CUDA
+    permutation of the pages): (K, V, the [B, pages per sequence] table)."""
+    kp, vp = torch.empty_like(d["ko"]), torch.empty_like(d["vo"])
+    kp[perm], vp[perm] = d["ko"], d["vo"]
+    return kp, vp, perm.view(d["b"], d["pages_per_seq"]).to(torch.int32)
+
+
 def decode_plan(d, kc, vc, table, label):
     """attnc's plan of decode_inputs' row `d` over the paged cache (kc, vc) through `table`,
     run once and checked against SDPA: (plan, relative error). A wrong output stops the
@@ -238,14 +246,9 @@ def decode_rows(quick):
         # s's page i lives at table[s, i]. Also timed shuffled within 2 MiB windows and in
         # order, to show what the shuffle costs.
         pages = b * d["pages_per_seq"]
-        paged = {}
-        for name, perm in (("attnc", torch.randperm(pages, generator=gen)),
-                           ("attnc_win2mib", window_shuffle(pages, gen))):
-            perm = perm.to("cuda")
-            kp, vp = torch.empty_like(ko), torch.empty_like(vo)
-            kp[perm], vp[perm] = ko, vo
-            paged[name] = (kp, vp, perm.view(b, d["pages_per_seq"]).to(torch.int32))
-        paged["attnc_in_order"] = (ko, vo, d["in_order"])
+        paged = {"attnc": permuted_cache(d, torch.randperm(pages, generator=gen).to("cuda")),
+                 "attnc_win2mib": permuted_cache(d, window_shuffle(pages, gen).to("cuda")),
+                 "attnc_in_order": (ko, vo, d["in_order"])}
         nbytes = 2 * k.numel() * k.element_size()
         fns, errs, plans = {}, {}, []
         for name, (kc, vc, table) in paged.items():
@@ -266,7 +269,7 @@ def decode_rows(quick):
             row["ms_rounds"] = samples
         print_row(row)
         rows.append(row)
-        del d, k, v, ko, vo, kp, vp, q
+        del d, k, v, ko, vo, q
     return rows
 
 

@@ -1,6 +1,6 @@
 """attnc's paged decode over a cache whose pages are shuffled singly, in runs of 2 and of 4
-consecutive pages, only within windows of 2 MiB, and in order, against SDPA cuDNN on the same cache contiguous: bench.py's
-decode rows, inputs and timing (three interleaved rounds, the medians). Runs on the GPU
+consecutive pages, only within windows of 2 MiB, and in order, against SDPA cuDNN on the same
+cache contiguous: bench.py's decode rows, inputs and timing (three interleaved rounds, the medians). Runs on the GPU
 machine as bench.py does:
 
     ATTNC_LIBRARY=build-static/pack/libattnc.so python3 bench/experiments/decode_runs.py
@@ -20,15 +20,10 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
     for r in (1, 2, 4):
         g = torch.randperm(b * pps // r, generator=gen)
         perm = (g.view(-1, 1) * r + torch.arange(r).view(1, -1)).reshape(-1).to("cuda")
-        kp, vp = torch.empty_like(ko), torch.empty_like(vo)
-        kp[perm], vp[perm] = ko, vo
-        tables["runs%d" % r] = (kp, vp, perm.view(b, pps).to(torch.int32))
+        tables["runs%d" % r] = bench.permuted_cache(d, perm)
     # Shuffled only within windows of 64 pages (2 MiB of K, 2 MiB of V at 8 KV heads): each
     # sequence's pages stay in the few windows its pages in order would fill.
-    win = bench.window_shuffle(b * pps, gen).to("cuda")
-    kp, vp = torch.empty_like(ko), torch.empty_like(vo)
-    kp[win], vp[win] = ko, vo
-    tables["win2MiB"] = (kp, vp, win.view(b, pps).to(torch.int32))
+    tables["win2MiB"] = bench.permuted_cache(d, bench.window_shuffle(b * pps, gen).to("cuda"))
     tables["in_order"] = (ko, vo, d["in_order"])
     fns, plans = {}, []
     for name, (kc, vc, t) in tables.items():
