@@ -32,6 +32,76 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("invalid spec: head_dim = 100", str(e.exception))
 
 
+class FakeCache:
+    """The shape, element size and address PageAllocator.for_cache reads of a tensor."""
+
+    def __init__(self, shape, ptr, element_size=2):
+        self.shape, self._ptr, self._size = shape, ptr, element_size
+
+    def data_ptr(self):
+        return self._ptr
+
+    def element_size(self):
+        return self._size
+
+
+class TestPageAllocator(unittest.TestCase):
+    """attnc.PageAllocator over attnc_pages_* (attn::PageAllocator): no GPU needed."""
+
+    def test_sequences_growing_together_keep_to_their_windows(self):
+        pages = attnc.PageAllocator(4 * 64, 64)
+        rows = {s: [] for s in range(4)}
+        for _ in range(64):
+            for s in rows:
+                rows[s] += pages.allocate(s)
+        for s, row in rows.items():
+            self.assertEqual(pages.windows(s), 1)
+            self.assertEqual(row, list(range(row[0], row[0] + 64)))
+        self.assertEqual(pages.free_pages, 0)
+        pages.release(2)
+        self.assertEqual(pages.free_pages, 64)
+        self.assertEqual(pages.windows(2), 0)
+        self.assertEqual(pages.allocate(9, 3), rows[2][:3])
+
+    def test_a_request_too_large_takes_nothing(self):
+        pages = attnc.PageAllocator(10, 4)
+        pages.allocate(1, 8)
+        with self.assertRaises(attnc.AttncError) as e:
+            pages.allocate(2, 3)
+        self.assertIn("asks for 3 pages, but only 2 of the cache's 10 are free", str(e.exception))
+        self.assertEqual(pages.free_pages, 2)
+        self.assertEqual(pages.allocate(2, 0), [])
+
+    def test_bad_arguments_are_named(self):
+        for args, text in (((0, 64), "num_pages = 0"), ((100, 0), "pages_per_window = 0"),
+                           ((100, 8, 9), "first_window_pages = 9"), ((2.5, 8), "num_pages")):
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.PageAllocator(*args)
+            self.assertIn(text, str(e.exception))
+        pages = attnc.PageAllocator(16, 8)
+        with self.assertRaises(attnc.AttncError) as e:
+            pages.release(3)
+        self.assertIn("sequence 3 holds no pages", str(e.exception))
+        for bad in (-1, True, "a"):
+            with self.assertRaises(attnc.AttncError):
+                pages.allocate(bad)
+        with self.assertRaises(attnc.AttncError) as e:
+            pages.allocate(1, -2)
+        self.assertIn("count = -2", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.PageAllocator.for_cache(FakeCache((10, 16, 128), 0))
+        self.assertIn("expected [num_pages, page_size, num_kv_heads, head_dim]", str(e.exception))
+
+    def test_windows_follow_the_cache_address(self):
+        page = 16 * 8 * 128 * 2
+        self.assertEqual(attnc.PageAllocator.window(page), (64, 64))
+        self.assertEqual(attnc.PageAllocator.window(page, 3 * (2 << 20) - 5 * page), (64, 5))
+        pages = attnc.PageAllocator.for_cache(FakeCache((200, 16, 8, 128), (2 << 20) - page))
+        # Slot 0 is a window of its own (before the boundary), slots 1-64 the next one.
+        self.assertEqual(pages.allocate(1, 3), [1, 2, 3])
+        self.assertEqual(pages.allocate(2, 64), list(range(65, 129)))
+
+
 class TestSpecFor(unittest.TestCase):
     """attnc.spec_for derives through the C library (attnc_attention_spec): the same
     rules as the C++ attn::attention, without a GPU."""

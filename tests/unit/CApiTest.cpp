@@ -199,3 +199,43 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   CHECK(std::string(attnc_last_error()).rfind("specs[1]: invalid spec: head_dim = 7", 0) == 0);
   attnc_runtime_destroy(rt);
 }
+
+TEST_CASE("the C API hands out KV-cache pages a window at a time", "[capi]") {
+  int64_t perWindow = 0, first = 0;
+  REQUIRE(attnc_pages_window(32768, 0, &perWindow, &first) == ATTNC_OK);
+  CHECK(perWindow == 64);
+  CHECK(first == 64);
+  CHECK(attnc_pages_window(0, 0, &perWindow, &first) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("a page of 0 bytes", 0) == 0);
+  CHECK(attnc_pages_window(32768, 0, nullptr, &first) == ATTNC_ERROR_INVALID_ARGUMENT);
+
+  attnc_pages *pages = nullptr;
+  CHECK(attnc_pages_create(0, 64, 0, &pages) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("num_pages = 0", 0) == 0);
+  CHECK(pages == nullptr);
+  CHECK(attnc_pages_create(128, 64, 0, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
+  REQUIRE(attnc_pages_create(128, 64, 0, &pages) == ATTNC_OK);
+  int32_t rows[2][3];
+  for (int i = 0; i < 3; ++i) // two sequences, one page each in turn
+    for (int s = 0; s < 2; ++s)
+      REQUIRE(attnc_pages_allocate(pages, 7 + s, 1, &rows[s][i]) == ATTNC_OK);
+  CHECK(rows[0][0] == 0); // each in a window of its own: 0-63 and 64-127
+  CHECK(rows[0][2] == 2);
+  CHECK(rows[1][0] == 64);
+  CHECK(rows[1][2] == 66);
+  int32_t row[1];
+  int64_t n = -1;
+  REQUIRE(attnc_pages_windows(pages, 7, &n) == ATTNC_OK);
+  CHECK(n == 1);
+  REQUIRE(attnc_pages_free_count(pages, &n) == ATTNC_OK);
+  CHECK(n == 122);
+  CHECK(attnc_pages_allocate(pages, 9, 200, row) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("only 122 of the cache's 128") != std::string::npos);
+  CHECK(attnc_pages_release(pages, 7) == ATTNC_OK);
+  CHECK(attnc_pages_release(pages, 7) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "sequence 7 holds no pages");
+  CHECK(attnc_pages_allocate(nullptr, 1, 1, row) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attnc_pages_free_count(nullptr, &n) == ATTNC_ERROR_INVALID_ARGUMENT);
+  attnc_pages_destroy(pages);
+  attnc_pages_destroy(nullptr);
+}

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /** The ABI version: raised only when functions or fields are added. */
-#define ATTNC_ABI_VERSION 2
+#define ATTNC_ABI_VERSION 3
 
 typedef enum attnc_status {
   ATTNC_OK = 0,
@@ -50,6 +50,7 @@ typedef enum attnc_status {
 
 typedef struct attnc_runtime attnc_runtime;
 typedef struct attnc_kernel attnc_kernel;
+typedef struct attnc_pages attnc_pages;
 
 /** One launch's device memory and sizes (see attn::AttentionArgs). */
 typedef struct attnc_args {
@@ -139,6 +140,35 @@ ATTNC_API attnc_status attnc_launch(const attnc_kernel *kernel, const attnc_args
  *  lengths and block table back and checks them. */
 ATTNC_API attnc_status attnc_check_arguments(const attnc_kernel *kernel, const attnc_args *args,
                                              void *stream);
+
+/* Page slots of a paged KV cache for a scheduler to give its sequences
+ * (attn::PageAllocator): each sequence's pages fill windows of
+ * `pages_per_window` consecutive slots (2 MiB of one of K and V, the GPU's
+ * large page), which the decode kernels read faster than pages scattered
+ * over the whole cache. Not thread-safe. Added in ABI version 3. */
+
+/** The windows of a cache at `address` with `page_bytes` per page in one
+ *  of the K and V buffers: pages per window and the first window's size. */
+ATTNC_API attnc_status attnc_pages_window(int64_t page_bytes, uint64_t address,
+                                          int64_t *pages_per_window,
+                                          int64_t *first_window_pages);
+/** An allocator of slots 0 .. num_pages - 1; first_window_pages 0 means a
+ *  full first window. */
+ATTNC_API attnc_status attnc_pages_create(int64_t num_pages, int64_t pages_per_window,
+                                          int64_t first_window_pages, attnc_pages **out);
+ATTNC_API void attnc_pages_destroy(attnc_pages *pages);
+/** `count` more pages for `sequence`, written to out_pages (int32, the
+ *  block-table row's next entries). All or nothing: when fewer are free the
+ *  call fails and takes none. */
+ATTNC_API attnc_status attnc_pages_allocate(attnc_pages *pages, uint64_t sequence,
+                                            int64_t count, int32_t *out_pages);
+/** Every page of `sequence` back to the free slots. */
+ATTNC_API attnc_status attnc_pages_release(attnc_pages *pages, uint64_t sequence);
+/** Free slots now. */
+ATTNC_API attnc_status attnc_pages_free_count(const attnc_pages *pages, int64_t *out);
+/** The windows `sequence`'s pages lie in (0 for one that holds none). */
+ATTNC_API attnc_status attnc_pages_windows(const attnc_pages *pages, uint64_t sequence,
+                                           int64_t *out);
 
 #ifdef __cplusplus
 }

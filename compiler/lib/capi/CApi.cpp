@@ -9,6 +9,7 @@
 #include "attnc/attnc.h"
 
 #include "attnc/Attention.h"
+#include "attnc/PageAllocator.h"
 #include "attnc/Runtime.h"
 #include "attnc/Tuning.h"
 
@@ -27,6 +28,10 @@ struct attnc_runtime {
 
 struct attnc_kernel {
   std::shared_ptr<const Kernel> kernel;
+};
+
+struct attnc_pages {
+  std::unique_ptr<PageAllocator> allocator;
 };
 
 namespace {
@@ -331,6 +336,73 @@ attnc_status attnc_check_arguments(const attnc_kernel *kernel, const attnc_args 
     const std::string error =
         kernel->kernel->checkDeviceArguments(a, static_cast<CUstream>(stream));
     return error.empty() ? ok() : fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+  });
+}
+
+attnc_status attnc_pages_window(int64_t pageBytes, uint64_t address, int64_t *pagesPerWindow,
+                                int64_t *firstWindowPages) {
+  if (!pagesPerWindow || !firstWindowPages)
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages_per_window or first_window_pages is a null "
+                                              "pointer");
+  std::string error;
+  if (!PageAllocator::windowFor(pageBytes, address, *pagesPerWindow, *firstWindowPages, error))
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+  return ok();
+}
+
+attnc_status attnc_pages_create(int64_t numPages, int64_t pagesPerWindow,
+                                int64_t firstWindowPages, attnc_pages **out) {
+  return guarded([&] {
+    if (!out)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "out is a null pointer");
+    *out = nullptr;
+    std::string error;
+    auto allocator = PageAllocator::create(numPages, pagesPerWindow, firstWindowPages, error);
+    if (!allocator)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    *out = new attnc_pages{std::move(allocator)};
+    return ok();
+  });
+}
+
+void attnc_pages_destroy(attnc_pages *pages) { delete pages; }
+
+attnc_status attnc_pages_allocate(attnc_pages *pages, uint64_t sequence, int64_t count,
+                                  int32_t *outPages) {
+  return guarded([&] {
+    if (!pages)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages is a null pointer");
+    std::string error;
+    if (!pages->allocator->allocate(sequence, count, outPages, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    return ok();
+  });
+}
+
+attnc_status attnc_pages_release(attnc_pages *pages, uint64_t sequence) {
+  return guarded([&] {
+    if (!pages)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages is a null pointer");
+    std::string error;
+    if (!pages->allocator->release(sequence, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    return ok();
+  });
+}
+
+attnc_status attnc_pages_free_count(const attnc_pages *pages, int64_t *out) {
+  if (!pages || !out)
+    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages or out is a null pointer");
+  *out = pages->allocator->freePages();
+  return ok();
+}
+
+attnc_status attnc_pages_windows(const attnc_pages *pages, uint64_t sequence, int64_t *out) {
+  return guarded([&] {
+    if (!pages || !out)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages or out is a null pointer");
+    *out = pages->allocator->windowsOf(sequence);
+    return ok();
   });
 }
 

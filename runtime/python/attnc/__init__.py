@@ -32,7 +32,7 @@ import operator
 import os
 import threading
 
-__all__ = ["AttncError", "Runtime", "Kernel", "Plan", "attention", "plan",
+__all__ = ["AttncError", "Runtime", "Kernel", "Plan", "PageAllocator", "attention", "plan",
            "scaled_dot_product_attention",
            "canonical_spec", "version", "library_path"]
 
@@ -107,6 +107,7 @@ def _library():
 
 def _declare(lib):
     c_char_p, c_void_p, c_size_t = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t
+    i64 = ctypes.c_int64
     sig = {
         "attnc_version": (c_char_p, []),
         "attnc_abi_version": (ctypes.c_int, []),
@@ -126,6 +127,15 @@ def _declare(lib):
                                                         ctypes.POINTER(ctypes.c_uint64)]),
         "attnc_launch": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args), c_void_p]),
         "attnc_check_arguments": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args), c_void_p]),
+        "attnc_pages_window": (ctypes.c_int, [i64, ctypes.c_uint64, ctypes.POINTER(i64),
+                                              ctypes.POINTER(i64)]),
+        "attnc_pages_create": (ctypes.c_int, [i64, i64, i64, ctypes.POINTER(c_void_p)]),
+        "attnc_pages_destroy": (None, [c_void_p]),
+        "attnc_pages_allocate": (ctypes.c_int, [c_void_p, ctypes.c_uint64, i64,
+                                                ctypes.POINTER(ctypes.c_int32)]),
+        "attnc_pages_release": (ctypes.c_int, [c_void_p, ctypes.c_uint64]),
+        "attnc_pages_free_count": (ctypes.c_int, [c_void_p, ctypes.POINTER(i64)]),
+        "attnc_pages_windows": (ctypes.c_int, [c_void_p, ctypes.c_uint64, ctypes.POINTER(i64)]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)
@@ -154,7 +164,7 @@ class _Call(ctypes.Structure):
          ("tile_kv", ctypes.c_int64)]
 
 
-_ABI_NEEDED = 2  # attnc_attention_spec
+_ABI_NEEDED = 3  # attnc_pages_*
 
 
 def version():
@@ -298,6 +308,90 @@ class Runtime:
                    "kernel for " + spec)
             self._kernels[spec] = Kernel(self, handle)
         return self._kernels[spec]
+
+
+class PageAllocator:
+    """Page slots of a paged KV cache ([num_pages, page_size, num_kv_heads, head_dim]) for a
+    scheduler to give its sequences, so that each sequence's pages fill windows of 2 MiB of
+    the cache (the GPU's large page) instead of lying anywhere in it: the decode kernels
+    read pages scattered over the whole cache more slowly (bench/RESULTS.md). A sequence
+    takes its next page from the window of its last one while that has room, then moves
+    to the window with the most free slots. Needs no GPU; not thread-safe.
+
+        pages = attnc.PageAllocator.for_cache(k_cache)     # K and V caches alike
+        table[s, :4] = torch.tensor(pages.allocate(s, 4))   # a 64-token prompt, pages of 16
+        table[s, 4] = pages.allocate(s)[0]                  # 16 tokens later
+        pages.release(s)                                    # the sequence ended
+    """
+
+    def __init__(self, num_pages, pages_per_window, first_window_pages=0):
+        lib = _library()
+        handle = ctypes.c_void_p()
+        _check(lib.attnc_pages_create(_int("num_pages", num_pages, 1),
+                                      _int("pages_per_window", pages_per_window, 1),
+                                      _int("first_window_pages", first_window_pages),
+                                      ctypes.byref(handle)), "page allocator")
+        self._handle = handle
+        self.num_pages = num_pages
+
+    @staticmethod
+    def window(page_bytes, address=0):
+        """(pages per window, first window's pages) of a cache at `address` whose pages
+        take `page_bytes` each in the K buffer (the V buffer alike)."""
+        per, first = ctypes.c_int64(), ctypes.c_int64()
+        _check(_library().attnc_pages_window(_int("page_bytes", page_bytes, 1),
+                                             _int("address", address, 0, (1 << 64) - 1),
+                                             ctypes.byref(per), ctypes.byref(first)),
+               "page window")
+        return per.value, first.value
+
+    @classmethod
+    def for_cache(cls, cache):
+        """An allocator of all pages of `cache`, a [num_pages, page_size, heads, head_dim]
+        tensor (K's; a V cache of the same shape takes the same slots), its windows lined
+        up with the cache's 2 MiB boundaries."""
+        shape = tuple(getattr(cache, "shape", ()))
+        if len(shape) != 4:
+            raise AttncError(f"cache has shape {shape}: expected [num_pages, page_size, "
+                             "num_kv_heads, head_dim]")
+        page_bytes = math.prod(shape[1:]) * cache.element_size()
+        per, first = cls.window(page_bytes, cache.data_ptr())
+        return cls(shape[0], per, first)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and _lib is not None:
+            _lib.attnc_pages_destroy(self._handle)
+            self._handle = None
+
+    def allocate(self, sequence, count=1):
+        """`count` more pages for `sequence` (an int id), as a list of slots: the next
+        entries of its block-table row. All or nothing: AttncError when fewer are free."""
+        n = _int("count", count)
+        out = (ctypes.c_int32 * max(n, 1))()
+        _check(_library().attnc_pages_allocate(self._handle,
+                                               _int("sequence", sequence, 0, (1 << 64) - 1),
+                                               n, out), "allocating pages")
+        return list(out[:n])
+
+    def release(self, sequence):
+        """Every page of `sequence` back to the free slots."""
+        _check(_library().attnc_pages_release(self._handle,
+                                              _int("sequence", sequence, 0, (1 << 64) - 1)),
+               "releasing pages")
+
+    @property
+    def free_pages(self):
+        n = ctypes.c_int64()
+        _check(_library().attnc_pages_free_count(self._handle, ctypes.byref(n)), "free pages")
+        return n.value
+
+    def windows(self, sequence):
+        """How many 2 MiB windows the pages of `sequence` lie in (0: it holds none)."""
+        n = ctypes.c_int64()
+        _check(_library().attnc_pages_windows(self._handle,
+                                              _int("sequence", sequence, 0, (1 << 64) - 1),
+                                              ctypes.byref(n)), "windows")
+        return n.value
 
 
 # --- tensors ---------------------------------------------------------------

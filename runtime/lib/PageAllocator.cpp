@@ -1,0 +1,180 @@
+//===- PageAllocator.cpp - KV-cache pages that keep a sequence together ---===//
+
+#include "attnc/PageAllocator.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace attn {
+
+bool PageAllocator::windowFor(int64_t pageBytes, uint64_t address, int64_t &pagesPerWindow,
+                              int64_t &firstWindowPages, std::string &error) {
+  if (pageBytes <= 0) {
+    error = "a page of " + std::to_string(pageBytes) + " bytes: it must be at least 1";
+    return false;
+  }
+  // A page larger than a window is a window of its own.
+  pagesPerWindow = std::max<int64_t>(1, kWindowBytes / pageBytes);
+  // The slots before the cache's first 2 MiB boundary make a window of
+  // their own, so that later windows start on boundaries.
+  const uint64_t toBoundary = (kWindowBytes - address % kWindowBytes) % kWindowBytes;
+  const int64_t before = static_cast<int64_t>(toBoundary) / pageBytes;
+  firstWindowPages = before > 0 && before < pagesPerWindow ? before : pagesPerWindow;
+  return true;
+}
+
+std::unique_ptr<PageAllocator> PageAllocator::create(int64_t numPages, int64_t pagesPerWindow,
+                                                     int64_t firstWindowPages,
+                                                     std::string &error) {
+  // The block table holds int32 slots.
+  constexpr int64_t kMaxPages = std::numeric_limits<int32_t>::max();
+  if (numPages < 1 || numPages > kMaxPages) {
+    error = "num_pages = " + std::to_string(numPages) + ": expected 1 .. " +
+            std::to_string(kMaxPages) + " (block-table entries are int32)";
+    return nullptr;
+  }
+  if (pagesPerWindow < 1) {
+    error = "pages_per_window = " + std::to_string(pagesPerWindow) + ": expected at least 1";
+    return nullptr;
+  }
+  if (firstWindowPages < 0 || firstWindowPages > pagesPerWindow) {
+    error = "first_window_pages = " + std::to_string(firstWindowPages) + ": expected 0 .. " +
+            std::to_string(pagesPerWindow) + " (0: a full window)";
+    return nullptr;
+  }
+  return std::unique_ptr<PageAllocator>(new PageAllocator(
+      numPages, pagesPerWindow, firstWindowPages == 0 ? pagesPerWindow : firstWindowPages));
+}
+
+PageAllocator::PageAllocator(int64_t numPages, int64_t pagesPerWindow, int64_t firstWindowPages)
+    : numPages_(numPages), pagesPerWindow_(pagesPerWindow), firstWindowPages_(firstWindowPages),
+      freePages_(numPages) {
+  freeBits_.assign((numPages + 63) / 64, ~uint64_t(0));
+  const int64_t windows = windowOf(static_cast<int32_t>(numPages - 1)) + 1;
+  freeInWindow_.resize(windows);
+  growing_.assign(windows, 0);
+  for (int64_t w = 0; w < windows; ++w) {
+    freeInWindow_[w] = windowEnd(w) - windowBegin(w);
+    byFree_.insert({false, -freeInWindow_[w], w});
+  }
+}
+
+int64_t PageAllocator::windowOf(int32_t page) const {
+  return page < firstWindowPages_ ? 0 : 1 + (page - firstWindowPages_) / pagesPerWindow_;
+}
+
+int32_t PageAllocator::windowBegin(int64_t window) const {
+  return static_cast<int32_t>(window == 0 ? 0 : firstWindowPages_ + (window - 1) * pagesPerWindow_);
+}
+
+int32_t PageAllocator::windowEnd(int64_t window) const {
+  const int64_t end = firstWindowPages_ + window * pagesPerWindow_;
+  return static_cast<int32_t>(std::min(end, numPages_));
+}
+
+void PageAllocator::setFree(int64_t window, int64_t count) {
+  byFree_.erase({growing_[window] > 0, -freeInWindow_[window], window});
+  freeInWindow_[window] = count;
+  byFree_.insert({growing_[window] > 0, -count, window});
+}
+
+void PageAllocator::setGrowing(int64_t window, int64_t delta) {
+  byFree_.erase({growing_[window] > 0, -freeInWindow_[window], window});
+  growing_[window] += delta;
+  byFree_.insert({growing_[window] > 0, -freeInWindow_[window], window});
+}
+
+int32_t PageAllocator::take(int64_t window) {
+  // The window's bits, a word at a time; the first word and the last may
+  // hold other windows' slots, masked off.
+  const int32_t begin = windowBegin(window), end = windowEnd(window);
+  for (int32_t word = begin / 64; word * 64 < end; ++word) {
+    uint64_t bits = freeBits_[word];
+    if (word * 64 < begin)
+      bits &= ~uint64_t(0) << (begin - word * 64);
+    if (end - word * 64 < 64)
+      bits &= (uint64_t(1) << (end - word * 64)) - 1;
+    if (bits) {
+      const int32_t page = word * 64 + __builtin_ctzll(bits);
+      freeBits_[word] &= ~(uint64_t(1) << (page % 64));
+      setFree(window, freeInWindow_[window] - 1);
+      --freePages_;
+      return page;
+    }
+  }
+  return -1; // not reached: the caller checked freeInWindow_
+}
+
+bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
+                             std::string &error) {
+  if (count < 0) {
+    error = "count = " + std::to_string(count) + ": expected 0 or more pages";
+    return false;
+  }
+  if (count > 0 && !pages) {
+    error = "the output for " + std::to_string(count) + " pages is a null pointer";
+    return false;
+  }
+  if (count > freePages_) {
+    error = "sequence " + std::to_string(sequence) + " asks for " + std::to_string(count) +
+            " pages, but only " + std::to_string(freePages_) + " of the cache's " +
+            std::to_string(numPages_) + " are free (nothing was taken)";
+    return false;
+  }
+  if (count == 0)
+    return true;
+  Sequence &s = sequences_[sequence];
+  for (int64_t i = 0; i < count; ++i) {
+    // Where its last page came from, while that window has room; else the
+    // window with the most room.
+    if (s.window < 0 || freeInWindow_[s.window] == 0) {
+      if (s.window >= 0)
+        setGrowing(s.window, -1);
+      auto best = byFree_.begin();
+      if (std::get<1>(*best) == 0) // no window without a growing sequence has room
+        best = byFree_.lower_bound({true, std::numeric_limits<int64_t>::min(), 0});
+      s.window = std::get<2>(*best);
+      setGrowing(s.window, +1);
+    }
+    pages[i] = take(s.window);
+    s.pages.push_back(pages[i]);
+  }
+  return true;
+}
+
+bool PageAllocator::release(uint64_t sequence, std::string &error) {
+  auto it = sequences_.find(sequence);
+  if (it == sequences_.end()) {
+    error = "sequence " + std::to_string(sequence) + " holds no pages";
+    return false;
+  }
+  for (int32_t page : it->second.pages) {
+    freeBits_[page / 64] |= uint64_t(1) << (page % 64);
+    const int64_t w = windowOf(page);
+    setFree(w, freeInWindow_[w] + 1);
+  }
+  freePages_ += static_cast<int64_t>(it->second.pages.size());
+  if (it->second.window >= 0)
+    setGrowing(it->second.window, -1);
+  sequences_.erase(it);
+  return true;
+}
+
+int64_t PageAllocator::windowsOf(uint64_t sequence) const {
+  const std::vector<int32_t> *pages = pagesOf(sequence);
+  if (!pages)
+    return 0;
+  std::vector<int64_t> windows;
+  windows.reserve(pages->size());
+  for (int32_t page : *pages)
+    windows.push_back(windowOf(page));
+  std::sort(windows.begin(), windows.end());
+  return std::unique(windows.begin(), windows.end()) - windows.begin();
+}
+
+const std::vector<int32_t> *PageAllocator::pagesOf(uint64_t sequence) const {
+  auto it = sequences_.find(sequence);
+  return it == sequences_.end() ? nullptr : &it->second.pages;
+}
+
+} // namespace attn
