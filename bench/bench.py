@@ -5,11 +5,13 @@ not, B * N = 16384 tokens, H * head_dim = 2048, contiguous K/V (12 rows); decode
 query token, head_dim 128, on five GQA rows (B, query / KV heads, KV length): 64, 32/8,
 1024; 64, 32/8, 4096; 16, 32/8, 16384; 128, 32/8, 4096; 8, 64/8, 32768, attnc reading
 K/V through a block table of 16-token pages over shuffled pages, the anchors the same
-cache contiguous. Decode rows also time attnc on the same cache with its pages shuffled
-only within windows of 2 MiB (each sequence's pages stay in the few windows its pages in
-order fill: the locality a page allocator can keep; "attnc 2 MiB windows") and with each
-sequence's pages in order ("attnc in order"), to show what the shuffle costs; the ratios
-to the anchors are the whole-cache shuffle's, and each of those tables' to cuDNN.
+cache contiguous. Decode rows also time attnc on the same K/V through four other tables:
+the slots attnc.PageAllocator gives out under a server's traffic ("PageAllocator") and
+those a plain free list gives out under the same traffic ("free list"; bench/serving.py
+plays it out, each cache 1.25 times the row's pages), the pages shuffled only within
+windows of 2 MiB ("2 MiB windows": each sequence's pages stay in the few windows its pages
+in order fill) and each sequence's pages in order ("in order"). The ratios to the anchors
+are the whole-cache shuffle's; each other table's ratio to cuDNN follows.
 
     python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--repeat N] [--profile]
     python3 bench/bench.py --redraw bench/results.json   (results.md and results.png again)
@@ -49,6 +51,7 @@ try:  # the timing needs them; --redraw does not
     from triton.testing import do_bench
 
     import attnc
+    import serving
     F = torch.nn.functional
 except ImportError as missing:
     torch = None
@@ -56,12 +59,16 @@ except ImportError as missing:
 
 ANCHORS = ("flash", "cudnn", "flex")
 # Each series' legend name and colour, the same in both panels of the chart.
-SERIES = {"attnc": ("attnc", "tab:blue"), "attnc_win2mib": ("attnc, pages in 2 MiB windows", "tab:purple"),
+SERIES = {"attnc": ("attnc", "tab:blue"),
+          "attnc_served": ("attnc, pages from attnc.PageAllocator (serving traffic)", "tab:olive"),
+          "attnc_freelist": ("attnc, pages from a free list (serving traffic)", "tab:gray"),
+          "attnc_win2mib": ("attnc, pages in 2 MiB windows", "tab:purple"),
           "attnc_in_order": ("attnc, pages in order", "tab:cyan"),
           "flash": ("SDPA flash (FA2)", "tab:orange"), "cudnn": ("SDPA cuDNN", "tab:green"),
           "flex": ("FlexAttention", "tab:red")}
 # The decode rows' other tables over the same pages: series name, and its name in a ratio.
-TABLES = (("attnc_win2mib", "2 MiB windows"), ("attnc_in_order", "in order"))
+TABLES = (("attnc_served", "PageAllocator"), ("attnc_freelist", "free list"),
+          ("attnc_win2mib", "2 MiB windows"), ("attnc_in_order", "in order"))
 USE_FLEX = True
 PROFILE = False
 REPEAT = 1
@@ -203,11 +210,16 @@ def window_shuffle(pages, gen, window=64):
                       for i in range(0, pages, window)])
 
 
-def permuted_cache(d, perm):
-    """decode_inputs' row `d` as a paged cache whose page i lies at slot perm[i] (a CUDA
-    permutation of the pages): (K, V, the [B, pages per sequence] table)."""
-    kp, vp = torch.empty_like(d["ko"]), torch.empty_like(d["vo"])
-    kp[perm], vp[perm] = d["ko"], d["vo"]
+def permuted_cache(d, perm, slots=None):
+    """decode_inputs' row `d` as a paged cache of `slots` pages (default: as many as the
+    row has) whose page i lies at slot perm[i] (CUDA, distinct slots): (K, V, the [B, pages
+    per sequence] table). K and V are the halves of one allocation, so that a slot's
+    offset from a 2 MiB boundary is the same in both."""
+    ko = d["ko"]
+    kv = torch.empty((2, slots or ko.shape[0]) + tuple(ko.shape[1:]), dtype=ko.dtype,
+                     device=ko.device)
+    kp, vp = kv[0], kv[1]
+    kp[perm], vp[perm] = ko, d["vo"]
     return kp, vp, perm.view(d["b"], d["pages_per_seq"]).to(torch.int32)
 
 
@@ -245,8 +257,14 @@ def decode_rows(quick):
         # The benchmark's table: the same pages shuffled across the whole cache; sequence
         # s's page i lives at table[s, i]. Also timed shuffled within 2 MiB windows and in
         # order, to show what the shuffle costs.
+        # Then the tables two allocators give out under the same serving traffic
+        # (bench/serving.py): attnc.PageAllocator's and a plain free list's.
         pages = b * d["pages_per_seq"]
+        slots, served, freelist = serving.tables(b, d["pages_per_seq"])
         paged = {"attnc": permuted_cache(d, torch.randperm(pages, generator=gen).to("cuda")),
+                 "attnc_served": permuted_cache(d, torch.tensor(served).view(-1).cuda(), slots),
+                 "attnc_freelist": permuted_cache(d, torch.tensor(freelist).view(-1).cuda(),
+                                                  slots),
                  "attnc_win2mib": permuted_cache(d, window_shuffle(pages, gen).to("cuda")),
                  "attnc_in_order": (ko, vo, d["in_order"])}
         nbytes = 2 * k.numel() * k.element_size()
