@@ -3,16 +3,16 @@
 // A paged KV cache ([num_pages, page_size, num_kv_heads, head_dim]) may give
 // a sequence any page slots: the block table names them and the kernels read
 // them wherever they lie. How fast they read them depends on where: the GPU
-// translates addresses in large pages (2 MiB on the H200), and a decode
-// block whose pages of 16 tokens are scattered over the whole cache needs a
-// new translation for almost every page, where pages within a few 2 MiB
-// windows share them. On the H200 the paged decode kernel reads a sequence
-// whose pages are shuffled across a 1-2 GiB cache 0.5-1.5 % slower than the
-// same pages shuffled only within 2 MiB windows, which read as fast as pages
-// in order (bench/RESULTS.md). A plain free list, as a server uses it, gives
-// the scattered kind: sequences that grow together take turns at the list,
-// so each one's consecutive pages lie apart, and after a while of sequences
-// ending the list is in no order at all.
+// maps memory in large pages (2 MiB on the H200), and a sequence whose
+// pages of 16 tokens are scattered over the whole cache reaches a different
+// one for almost every page, where pages within a few 2 MiB windows share
+// them. On the H200 the paged decode kernel reads pages shuffled across a
+// 0.1-2 GiB cache up to 1.6 % slower (0.7-1 % on most rows) than the same
+// pages shuffled only within 2 MiB windows, which read about as fast as
+// pages in order (bench/RESULTS.md). A plain free list, as a server uses
+// it, gives the scattered kind: sequences that grow together take turns at
+// the list, so each one's consecutive pages lie apart, and after a while of
+// sequences ending the list is in no order at all.
 //
 // PageAllocator hands out slots so that each sequence's pages fill windows
 // of `pagesPerWindow` consecutive slots (2 MiB divided by a page's bytes in
