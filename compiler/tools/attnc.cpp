@@ -216,7 +216,7 @@ static cl::opt<std::string> outputFile("o", cl::desc("Write the final IR to <fil
                                        cl::value_desc("file"), cl::init("-"), cl::sub(emitCmd),
                                        cl::cat(attncCategory));
 
-static const char *kOverview = R"(attnc: a compiler for FlashAttention-family kernels
+static const char *kCommands = R"(attnc: a compiler for FlashAttention-family kernels
 
 Commands:
   attnc emit      print the IR of a spec after a stage of the pipeline
@@ -229,7 +229,9 @@ Commands:
   attnc aot       compile a file of specs into a bundle an application links (no NVRTC at run time)
 Run `attnc <command> --help` for a command's flags.
 
-A spec is a comma-separated list of field=value pairs; unset fields take defaults:
+)";
+
+static const char *kSpecHelp = R"(A spec is a comma-separated list of field=value pairs; unset fields take defaults:
   mode        prefill | decode                                  (prefill)
   head_dim    32..256, a multiple of 16 on GPU targets          (128)
   dtype       f16 | bf16 on sm_80/sm_90a, f32 | f64 on cpu      (bf16; f32 on cpu)
@@ -419,7 +421,19 @@ int main(int argc, char **argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "attnc " << ATTNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
-  cl::ParseCommandLineOptions(argc, argv, kOverview);
+  // `attnc --help` lists the commands and the spec's fields; `attnc <command>
+  // --help` says what the command does, its flags, then (for a command that
+  // takes a spec) the spec's fields.
+  std::string overview = std::string(kCommands) + kSpecHelp;
+  std::unique_ptr<cl::extrahelp> specFields;
+  if (argc > 1)
+    for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
+      if (!sub->getName().empty() && sub->getName() == argv[1]) {
+        overview = "attnc: a compiler for FlashAttention-family kernels\n";
+        if (sub != &cacheCmd)
+          specFields = std::make_unique<cl::extrahelp>(kSpecHelp);
+      }
+  cl::ParseCommandLineOptions(argc, argv, overview);
 #ifdef ATTNC_HAVE_NVRTC
   // Tile sizes `attnc tune` recorded on this machine become the defaults of
   // the specs they were measured for (tune itself measures the built-ins).
