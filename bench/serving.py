@@ -64,9 +64,9 @@ class FreeList:
         return len(self.free)
 
 
-def pool_pages(batch, pages_per_seq):
-    """The cache's slots for a row: 1.25 times the batch's pages, in whole windows."""
-    return -(-batch * pages_per_seq * 5 // 4 // WINDOW) * WINDOW
+def pool_pages(batch, pages_per_seq, spare=1.25):
+    """The cache's slots for a row: `spare` times the batch's pages, in whole windows."""
+    return -(-int(batch * pages_per_seq * spare) // WINDOW) * WINDOW
 
 
 def serve(allocator, batch, pages_per_seq, seed=1):
@@ -113,9 +113,10 @@ def serve(allocator, batch, pages_per_seq, seed=1):
     return [rows[s] for s in range(batch)]
 
 
-def tables(batch, pages_per_seq, seed=1):
-    """(cache slots, PageAllocator's rows, FreeList's rows) under the same traffic."""
-    slots = pool_pages(batch, pages_per_seq)
+def tables(batch, pages_per_seq, seed=1, spare=1.25):
+    """(cache slots, PageAllocator's rows, FreeList's rows) under the same traffic, in a
+    cache of `spare` times the batch's pages."""
+    slots = pool_pages(batch, pages_per_seq, spare)
     return (slots, serve(attnc.PageAllocator(slots, WINDOW), batch, pages_per_seq, seed),
             serve(FreeList(slots), batch, pages_per_seq, seed))
 
