@@ -42,8 +42,11 @@ std::unique_ptr<PageAllocator> PageAllocator::create(int64_t numPages, int64_t p
             std::to_string(pagesPerWindow) + " (0: a full window)";
     return nullptr;
   }
+  if (firstWindowPages == 0)
+    firstWindowPages = pagesPerWindow;
+  // A window larger than the cache is the cache (and keeps the arithmetic in range).
   return std::unique_ptr<PageAllocator>(new PageAllocator(
-      numPages, pagesPerWindow, firstWindowPages == 0 ? pagesPerWindow : firstWindowPages));
+      numPages, std::min(pagesPerWindow, numPages), std::min(firstWindowPages, numPages)));
 }
 
 PageAllocator::PageAllocator(int64_t numPages, int64_t pagesPerWindow, int64_t firstWindowPages)
@@ -87,15 +90,15 @@ void PageAllocator::setGrowing(int64_t window, int64_t delta) {
 int32_t PageAllocator::take(int64_t window) {
   // The window's bits, a word at a time; the first word and the last may
   // hold other windows' slots, masked off.
-  const int32_t begin = windowBegin(window), end = windowEnd(window);
-  for (int32_t word = begin / 64; word * 64 < end; ++word) {
+  const int64_t begin = windowBegin(window), end = windowEnd(window);
+  for (int64_t word = begin / 64; word * 64 < end; ++word) {
     uint64_t bits = freeBits_[word];
     if (word * 64 < begin)
       bits &= ~uint64_t(0) << (begin - word * 64);
     if (end - word * 64 < 64)
       bits &= (uint64_t(1) << (end - word * 64)) - 1;
     if (bits) {
-      const int32_t page = word * 64 + __builtin_ctzll(bits);
+      const int32_t page = static_cast<int32_t>(word * 64 + __builtin_ctzll(bits));
       freeBits_[word] &= ~(uint64_t(1) << (page % 64));
       setFree(window, freeInWindow_[window] - 1);
       --freePages_;

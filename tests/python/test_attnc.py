@@ -91,6 +91,11 @@ class TestPageAllocator(unittest.TestCase):
         with self.assertRaises(attnc.AttncError) as e:
             attnc.PageAllocator.for_cache(FakeCache((10, 16, 128), 0))
         self.assertIn("expected [num_pages, page_size, num_kv_heads, head_dim]", str(e.exception))
+        strided = FakeCache((10, 16, 8, 128), 0)
+        strided.is_contiguous = lambda: False
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.PageAllocator.for_cache(strided)
+        self.assertIn("cache is not contiguous", str(e.exception))
 
     def test_windows_follow_the_cache_address(self):
         page = 16 * 8 * 128 * 2

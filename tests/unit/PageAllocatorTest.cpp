@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -146,6 +147,15 @@ TEST_CASE("bad sizes and unknown sequences are refused by name", "[pages]") {
   CHECK_FALSE(a->release(5, error));
   CHECK(error == "sequence 5 holds no pages");
   CHECK(a->freePages() == 100);
+}
+
+TEST_CASE("a window larger than the cache is the whole cache", "[pages]") {
+  auto a = made(10, std::numeric_limits<int64_t>::max());
+  CHECK(take(*a, 1, 4) == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(take(*a, 2, 6) == std::vector<int32_t>{4, 5, 6, 7, 8, 9});
+  CHECK(a->windowsOf(2) == 1);
+  auto b = made(10, std::numeric_limits<int64_t>::max(), 3); // slots 0-2, then 3-9
+  CHECK(take(*b, 1, 5) == std::vector<int32_t>{3, 4, 5, 6, 7});
 }
 
 TEST_CASE("windows line up with the cache's 2 MiB boundaries", "[pages]") {

@@ -354,6 +354,9 @@ class PageAllocator:
         if len(shape) != 4:
             raise AttncError(f"cache has shape {shape}: expected [num_pages, page_size, "
                              "num_kv_heads, head_dim]")
+        if hasattr(cache, "is_contiguous") and not cache.is_contiguous():
+            raise AttncError(f"cache is not contiguous (shape {shape}): its pages' bytes and "
+                             "windows follow from a contiguous [num_pages, ...] layout")
         page_bytes = math.prod(shape[1:]) * cache.element_size()
         per, first = cls.window(page_bytes, cache.data_ptr())
         return cls(shape[0], per, first)
