@@ -213,11 +213,15 @@ def window_shuffle(pages, gen, window=64):
 def permuted_cache(d, perm, slots=None):
     """decode_inputs' row `d` as a paged cache of `slots` pages (default: as many as the
     row has) whose page i lies at slot perm[i] (CUDA, distinct slots): (K, V, the [B, pages
-    per sequence] table). K and V are the halves of one allocation, so that a slot's
-    offset from a 2 MiB boundary is the same in both."""
+    per sequence] table). K and V are the halves of one allocation that starts on a 2 MiB
+    boundary (the GPU's large page), so that the tables' windows of 64 slots are the
+    GPU's pages in both."""
     ko = d["ko"]
-    kv = torch.empty((2, slots or ko.shape[0]) + tuple(ko.shape[1:]), dtype=ko.dtype,
-                     device=ko.device)
+    shape = (2, slots or ko.shape[0]) + tuple(ko.shape[1:])
+    nbytes = math.prod(shape) * ko.element_size()
+    raw = torch.empty(nbytes + serving.WINDOW_BYTES, dtype=torch.uint8, device=ko.device)
+    start = -raw.data_ptr() % serving.WINDOW_BYTES
+    kv = raw[start:start + nbytes].view(ko.dtype).view(shape)
     kp, vp = kv[0], kv[1]
     kp[perm], vp[perm] = ko, d["vo"]
     return kp, vp, perm.view(d["b"], d["pages_per_seq"]).to(torch.int32)

@@ -37,6 +37,7 @@ import attnc  # noqa: E402
 # The benchmark's decode rows: (batch, pages of 16 per sequence).
 ROWS = ((64, 64), (64, 256), (16, 1024), (128, 256), (8, 2048))
 WINDOW = 64  # pages of 16 tokens at 8 KV heads, head_dim 128, bf16: 2 MiB of K (of V)
+WINDOW_BYTES = 2 << 20  # the GPU's large page
 END_CHANCE = 1 / 40
 
 

@@ -16,7 +16,10 @@ bool PageAllocator::windowFor(int64_t pageBytes, uint64_t address, int64_t &page
   // A page larger than a window is a window of its own.
   pagesPerWindow = std::max<int64_t>(1, kWindowBytes / pageBytes);
   // The slots before the cache's first 2 MiB boundary make a window of
-  // their own, so that later windows start on boundaries.
+  // their own, so that the next one starts on it. Later windows start on
+  // boundaries too when a page's bytes divide 2 MiB and the cache starts a
+  // whole number of pages before one; otherwise a window (at most 2 MiB)
+  // may reach into two of the GPU's pages.
   const uint64_t toBoundary = (kWindowBytes - address % kWindowBytes) % kWindowBytes;
   const int64_t before = static_cast<int64_t>(toBoundary) / pageBytes;
   firstWindowPages = before > 0 && before < pagesPerWindow ? before : pagesPerWindow;
@@ -45,8 +48,21 @@ std::unique_ptr<PageAllocator> PageAllocator::create(int64_t numPages, int64_t p
   if (firstWindowPages == 0)
     firstWindowPages = pagesPerWindow;
   // A window larger than the cache is the cache (and keeps the arithmetic in range).
-  return std::unique_ptr<PageAllocator>(new PageAllocator(
-      numPages, std::min(pagesPerWindow, numPages), std::min(firstWindowPages, numPages)));
+  pagesPerWindow = std::min(pagesPerWindow, numPages);
+  firstWindowPages = std::min(firstWindowPages, numPages);
+  // Each window costs about 80 bytes of bookkeeping; 2^22 of them (some 300
+  // MiB) cover 8 TiB in windows of 2 MiB.
+  constexpr int64_t kMaxWindows = int64_t(1) << 22;
+  const int64_t windows =
+      1 + (numPages - firstWindowPages + pagesPerWindow - 1) / pagesPerWindow;
+  if (windows > kMaxWindows) {
+    error = "num_pages = " + std::to_string(numPages) + " in windows of " +
+            std::to_string(pagesPerWindow) + " pages makes " + std::to_string(windows) +
+            " windows: at most " + std::to_string(kMaxWindows) + " (make the windows larger)";
+    return nullptr;
+  }
+  return std::unique_ptr<PageAllocator>(
+      new PageAllocator(numPages, pagesPerWindow, firstWindowPages));
 }
 
 PageAllocator::PageAllocator(int64_t numPages, int64_t pagesPerWindow, int64_t firstWindowPages)
@@ -114,19 +130,20 @@ bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
     error = "count = " + std::to_string(count) + ": expected 0 or more pages";
     return false;
   }
-  if (count > 0 && !pages) {
-    error = "the output for " + std::to_string(count) + " pages is a null pointer";
-    return false;
-  }
   if (count > freePages_) {
     error = "sequence " + std::to_string(sequence) + " asks for " + std::to_string(count) +
             " pages, but only " + std::to_string(freePages_) + " of the cache's " +
             std::to_string(numPages_) + " are free (nothing was taken)";
     return false;
   }
+  if (count > 0 && !pages) {
+    error = "the output for " + std::to_string(count) + " pages is a null pointer";
+    return false;
+  }
   if (count == 0)
     return true;
   Sequence &s = sequences_[sequence];
+  s.pages.reserve(s.pages.size() + count); // nothing below can fail once a slot is taken
   for (int64_t i = 0; i < count; ++i) {
     // Where its last page came from, while that window has room; else the
     // window with the most room.

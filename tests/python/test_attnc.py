@@ -32,19 +32,6 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("invalid spec: head_dim = 100", str(e.exception))
 
 
-class FakeCache:
-    """The shape, element size and address PageAllocator.for_cache reads of a tensor."""
-
-    def __init__(self, shape, ptr, element_size=2):
-        self.shape, self._ptr, self._size = shape, ptr, element_size
-
-    def data_ptr(self):
-        return self._ptr
-
-    def element_size(self):
-        return self._size
-
-
 class TestPageAllocator(unittest.TestCase):
     """attnc.PageAllocator over attnc_pages_* (attn::PageAllocator): no GPU needed."""
 
@@ -89,22 +76,34 @@ class TestPageAllocator(unittest.TestCase):
             pages.allocate(1, -2)
         self.assertIn("count = -2", str(e.exception))
         with self.assertRaises(attnc.AttncError) as e:
-            attnc.PageAllocator.for_cache(FakeCache((10, 16, 128), 0))
+            attnc.PageAllocator.for_cache(FakeCudaArray((10, 16, 128)))
         self.assertIn("expected [num_pages, page_size, num_kv_heads, head_dim]", str(e.exception))
-        strided = FakeCache((10, 16, 8, 128), 0)
-        strided.is_contiguous = lambda: False
         with self.assertRaises(attnc.AttncError) as e:
-            attnc.PageAllocator.for_cache(strided)
+            attnc.PageAllocator.for_cache(FakeCudaArray((10, 16, 8, 128),
+                                                        strides=(65536, 4096, 256, 2)))
         self.assertIn("cache is not contiguous", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.PageAllocator.for_cache([1, 2, 3])
+        self.assertIn("cache is a list", str(e.exception))
+        for huge in (10**15, 2**62 - 1):
+            with self.assertRaises(attnc.AttncError) as e:
+                pages.allocate(1, huge)
+            self.assertIn(f"asks for {huge} pages, but only 16", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.PageAllocator(2**31 - 1, 1)
+        self.assertIn("windows: at most 4194304", str(e.exception))
 
     def test_windows_follow_the_cache_address(self):
         page = 16 * 8 * 128 * 2
         self.assertEqual(attnc.PageAllocator.window(page), (64, 64))
         self.assertEqual(attnc.PageAllocator.window(page, 3 * (2 << 20) - 5 * page), (64, 5))
-        pages = attnc.PageAllocator.for_cache(FakeCache((200, 16, 8, 128), (2 << 20) - page))
+        pages = attnc.PageAllocator.for_cache(FakeCudaArray((200, 16, 8, 128),
+                                                            ptr=(2 << 20) - page))
         # Slot 0 is a window of its own (before the boundary), slots 1-64 the next one.
         self.assertEqual(pages.allocate(1, 3), [1, 2, 3])
         self.assertEqual(pages.allocate(2, 64), list(range(65, 129)))
+        dense = FakeCudaArray((200, 16, 8, 128), strides=(page, 2048, 256, 2))
+        self.assertEqual(attnc.PageAllocator.for_cache(dense).allocate(1, 2), [0, 1])
 
 
 class TestSpecFor(unittest.TestCase):

@@ -223,7 +223,7 @@ TEST_CASE("the C API hands out KV-cache pages a window at a time", "[capi]") {
   CHECK(rows[0][2] == 2);
   CHECK(rows[1][0] == 64);
   CHECK(rows[1][2] == 66);
-  int32_t row[1];
+  int32_t row[200];
   int64_t n = -1;
   REQUIRE(attnc_pages_windows(pages, 7, &n) == ATTNC_OK);
   CHECK(n == 1);

@@ -26,8 +26,9 @@ std::unique_ptr<PageAllocator> made(int64_t numPages, int64_t perWindow, int64_t
 std::vector<int32_t> take(PageAllocator &a, uint64_t sequence, int64_t count) {
   std::vector<int32_t> pages(count);
   std::string error;
+  const bool ok = a.allocate(sequence, count, pages.data(), error);
   INFO(error);
-  REQUIRE(a.allocate(sequence, count, pages.data(), error));
+  REQUIRE(ok);
   return pages;
 }
 
@@ -135,6 +136,9 @@ TEST_CASE("bad sizes and unknown sequences are refused by name", "[pages]") {
   CHECK_FALSE(PageAllocator::create(100, 8, 9, error));
   CHECK(error.find("first_window_pages = 9") == 0);
   CHECK_FALSE(PageAllocator::create(100, 8, -1, error));
+  CHECK_FALSE(PageAllocator::create(std::numeric_limits<int32_t>::max(), 1, 0, error));
+  CHECK(error.find("makes 2147483647 windows: at most 4194304 (make the windows larger)") !=
+        std::string::npos);
 
   auto a = made(100, 8);
   int32_t page;
@@ -142,6 +146,8 @@ TEST_CASE("bad sizes and unknown sequences are refused by name", "[pages]") {
   CHECK(error.find("count = -1") == 0);
   CHECK_FALSE(a->allocate(1, 2, nullptr, error));
   CHECK(error.find("null pointer") != std::string::npos);
+  CHECK_FALSE(a->allocate(1, 200, nullptr, error)); // too many first, then the pointer
+  CHECK(error.find("asks for 200 pages, but only 100") != std::string::npos);
   CHECK(a->allocate(1, 0, nullptr, error)); // nothing asked, nothing taken
   CHECK(a->pagesOf(1) == nullptr);
   CHECK_FALSE(a->release(5, error));

@@ -52,16 +52,20 @@ public:
   static constexpr int64_t kWindowBytes = int64_t(2) << 20;
 
   /// Windows for a cache at `address` whose pages take `pageBytes` each in
-  /// one of the K and V buffers: the pages per window and the first
-  /// window's size (the pages before the first 2 MiB boundary, or a full
-  /// window when the cache starts on one). False, with `error`, for a page
+  /// one of the K and V buffers: the pages per window (2 MiB / pageBytes,
+  /// at least 1) and the first window's size (the pages before the first
+  /// 2 MiB boundary, or a full window when the cache starts on one). Every
+  /// window is then one of the GPU's 2 MiB pages when pageBytes divides
+  /// 2 MiB and the cache starts a whole number of pages before a boundary;
+  /// otherwise a window may reach into two. False, with `error`, for a page
   /// size of 0 or less.
   static bool windowFor(int64_t pageBytes, uint64_t address, int64_t &pagesPerWindow,
                         int64_t &firstWindowPages, std::string &error);
 
   /// An allocator of slots 0 .. numPages - 1: window 0 holds the first
   /// `firstWindowPages` (0: pagesPerWindow), each later one pagesPerWindow.
-  /// Null, with `error` naming the value, for sizes out of range.
+  /// Null, with `error` naming the value, for sizes out of range (more than
+  /// 2^31 - 1 pages, or more than 2^22 windows).
   static std::unique_ptr<PageAllocator> create(int64_t numPages, int64_t pagesPerWindow,
                                                int64_t firstWindowPages, std::string &error);
 

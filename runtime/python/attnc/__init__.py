@@ -316,7 +316,8 @@ class PageAllocator:
     the cache (the GPU's large page) instead of lying anywhere in it: the decode kernels
     read pages scattered over the whole cache more slowly (bench/RESULTS.md). A sequence
     takes its next page from the window of its last one while that has room, then moves
-    to the window with the most free slots. Needs no GPU; not thread-safe.
+    to the window with the most free slots among those no other sequence grows in (any
+    window, once none of those has room). Needs no GPU; not thread-safe.
 
         pages = attnc.PageAllocator.for_cache(k_cache)     # K and V caches alike
         table[s, :4] = torch.tensor(pages.allocate(s, 4))   # a 64-token prompt, pages of 16
@@ -347,18 +348,30 @@ class PageAllocator:
 
     @classmethod
     def for_cache(cls, cache):
-        """An allocator of all pages of `cache`, a [num_pages, page_size, heads, head_dim]
-        tensor (K's; a V cache of the same shape takes the same slots), its windows lined
-        up with the cache's 2 MiB boundaries."""
-        shape = tuple(getattr(cache, "shape", ()))
+        """An allocator of all pages of `cache`, a contiguous [num_pages, page_size, heads,
+        head_dim] torch tensor or ``__cuda_array_interface__`` array (K's; a V cache of the
+        same shape takes the same slots), its windows starting on the cache's 2 MiB
+        boundaries (each one of the GPU's 2 MiB pages when a page's bytes divide 2 MiB and
+        the cache starts a whole number of pages before a boundary)."""
+        torch = _torch()
+        if torch is not None and isinstance(cache, torch.Tensor):
+            shape, contiguous = tuple(cache.shape), cache.is_contiguous()
+            item, address = cache.element_size(), cache.data_ptr()
+        elif hasattr(cache, "__cuda_array_interface__"):
+            cai = cache.__cuda_array_interface__
+            shape, item, address = tuple(cai["shape"]), int(cai["typestr"][2:]), cai["data"][0]
+            dense = [item * math.prod(shape[i + 1:]) for i in range(len(shape))]
+            contiguous = cai.get("strides") in (None, tuple(dense), list(dense))
+        else:
+            raise AttncError(f"cache is a {type(cache).__name__}: expected a torch tensor or an "
+                             "array with __cuda_array_interface__")
         if len(shape) != 4:
             raise AttncError(f"cache has shape {shape}: expected [num_pages, page_size, "
                              "num_kv_heads, head_dim]")
-        if hasattr(cache, "is_contiguous") and not cache.is_contiguous():
+        if not contiguous:
             raise AttncError(f"cache is not contiguous (shape {shape}): its pages' bytes and "
                              "windows follow from a contiguous [num_pages, ...] layout")
-        page_bytes = math.prod(shape[1:]) * cache.element_size()
-        per, first = cls.window(page_bytes, cache.data_ptr())
+        per, first = cls.window(math.prod(shape[1:]) * item, address)
         return cls(shape[0], per, first)
 
     def __del__(self):
@@ -370,7 +383,8 @@ class PageAllocator:
         """`count` more pages for `sequence` (an int id), as a list of slots: the next
         entries of its block-table row. All or nothing: AttncError when fewer are free."""
         n = _int("count", count)
-        out = (ctypes.c_int32 * max(n, 1))()
+        # A count beyond the free slots is refused by the library before it writes.
+        out = (ctypes.c_int32 * (max(n, 1) if n <= self.free_pages else 1))()
         _check(_library().attnc_pages_allocate(self._handle,
                                                _int("sequence", sequence, 0, (1 << 64) - 1),
                                                n, out), "allocating pages")
