@@ -242,6 +242,23 @@ def decode_plan(d, kc, vc, table, label):
     return p, err
 
 
+def decode_table_rates(d, caches):
+    """attnc on decode_inputs' row `d` through each paged cache of `caches` (name -> (K, V,
+    table)), every output checked against SDPA first, and SDPA cuDNN on the same K/V
+    contiguous, timed in interleaved rounds (bench/experiments/): {series: (GB/s of K + V,
+    ratio to cuDNN)}, cuDNN's last."""
+    fns = {}
+    for name, (kc, vc, table) in caches.items():
+        p, _ = decode_plan(d, kc, vc, table, name)
+        fns[name] = (p.run, None)
+    q, k, v = d["q"], d["k"], d["v"]
+    fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                    SDPBackend.CUDNN_ATTENTION)
+    t, _ = timed_rounds(fns)
+    nbytes = 2 * k.numel() * k.element_size()
+    return {name: (nbytes / ms / 1e6, t["cudnn"] / ms) for name, ms in t.items()}
+
+
 def decode_rows(quick):
     shapes = ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096),
               (8, 64, 8, 32768))

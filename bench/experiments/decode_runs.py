@@ -10,12 +10,12 @@ Every attnc output is checked against SDPA's before anything is timed.
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import bench
-from bench import torch, F, SDPBackend, timed_rounds
+from bench import torch
 bench.REPEAT = 3
 gen = torch.Generator(device="cpu").manual_seed(1)
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096), (8, 64, 8, 32768)):
     d = bench.decode_inputs(b, hq, hkv, n)
-    q, k, v, ko, vo, pps = d["q"], d["k"], d["v"], d["ko"], d["vo"], d["pages_per_seq"]
+    ko, vo, pps = d["ko"], d["vo"], d["pages_per_seq"]
     tables = {}
     for r in (1, 2, 4):
         g = torch.randperm(b * pps // r, generator=gen)
@@ -25,15 +25,8 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
     # sequence's pages stay in the few windows its pages in order would fill.
     tables["win2MiB"] = bench.permuted_cache(d, bench.window_shuffle(b * pps, gen).to("cuda"))
     tables["in_order"] = (ko, vo, d["in_order"])
-    fns, plans = {}, []
-    for name, (kc, vc, t) in tables.items():
-        p, _ = bench.decode_plan(d, kc, vc, t, name)
-        fns[name] = (p.run, None)
-        plans.append(p)
-    fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), SDPBackend.CUDNN_ATTENTION)
-    t, _ = timed_rounds(fns)
-    nb = 2 * k.numel() * k.element_size()
+    rates = bench.decode_table_rates(d, tables)
     # GB/s of K + V per series, and its ratio to cuDNN's
-    rates = ["%s %.1f (x%.3f)" % (s, nb / t[s] / 1e6, t["cudnn"] / t[s]) for s in t]
-    print("B %3d kv %5d  %s" % (b, n, "  ".join(rates)))
-    del d, tables, fns, plans, p
+    print("B %3d kv %5d  %s" % (b, n, "  ".join("%s %.1f (x%.3f)" % (s, gbs, x)
+                                                 for s, (gbs, x) in rates.items())))
+    del d, tables

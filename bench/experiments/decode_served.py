@@ -12,11 +12,11 @@ import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import bench
 import serving
-from bench import torch, F, SDPBackend, timed_rounds
+from bench import torch
 bench.REPEAT = 3
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096), (8, 64, 8, 32768)):
     d = bench.decode_inputs(b, hq, hkv, n)
-    q, k, v, pps = d["q"], d["k"], d["v"], d["pages_per_seq"]
+    pps = d["pages_per_seq"]
     caches, locality = {}, {}
     for spare in (1.05, 1.25, 2.0):
         slots, ours, theirs = serving.tables(b, pps, spare=spare)
@@ -24,16 +24,9 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
             key = "%s%.2f" % (name, spare)
             caches[key] = bench.permuted_cache(d, torch.tensor(rows).view(-1).cuda(), slots)
             locality[key] = serving.pages_per_window(rows)
-    fns, plans = {}, []
-    for name, (kc, vc, t) in caches.items():
-        p, _ = bench.decode_plan(d, kc, vc, t, name)
-        fns[name] = (p.run, None)
-        plans.append(p)
-    fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), SDPBackend.CUDNN_ATTENTION)
-    t, _ = timed_rounds(fns)
-    nb = 2 * k.numel() * k.element_size()
+    rates = bench.decode_table_rates(d, caches)
     # GB/s of K + V per series, its ratio to cuDNN's, and [pages per window]
-    rates = ["%s %.1f (x%.3f)%s" % (s, nb / t[s] / 1e6, t["cudnn"] / t[s],
-                                    " [%.1f]" % locality[s] if s in locality else "") for s in t]
-    print("B %3d kv %5d  %s" % (b, n, "  ".join(rates)), flush=True)
-    del d, caches, fns, plans, p
+    print("B %3d kv %5d  %s" % (b, n, "  ".join(
+        "%s %.1f (x%.3f)%s" % (s, gbs, x, " [%.1f]" % locality[s] if s in locality else "")
+        for s, (gbs, x) in rates.items())), flush=True)
+    del d, caches
