@@ -74,7 +74,7 @@ PageAllocator::PageAllocator(int64_t numPages, int64_t pagesPerWindow, int64_t f
   growing_.assign(windows, 0);
   for (int64_t w = 0; w < windows; ++w) {
     freeInWindow_[w] = windowEnd(w) - windowBegin(w);
-    byFree_.insert({false, -freeInWindow_[w], w});
+    byFree_.insert(rank(w));
   }
 }
 
@@ -91,16 +91,20 @@ int32_t PageAllocator::windowEnd(int64_t window) const {
   return static_cast<int32_t>(std::min(end, numPages_));
 }
 
+std::tuple<bool, int64_t, int64_t> PageAllocator::rank(int64_t window) const {
+  return {growing_[window] > 0, -freeInWindow_[window], window};
+}
+
 void PageAllocator::setFree(int64_t window, int64_t count) {
-  byFree_.erase({growing_[window] > 0, -freeInWindow_[window], window});
+  byFree_.erase(rank(window));
   freeInWindow_[window] = count;
-  byFree_.insert({growing_[window] > 0, -count, window});
+  byFree_.insert(rank(window));
 }
 
 void PageAllocator::setGrowing(int64_t window, int64_t delta) {
-  byFree_.erase({growing_[window] > 0, -freeInWindow_[window], window});
+  byFree_.erase(rank(window));
   growing_[window] += delta;
-  byFree_.insert({growing_[window] > 0, -freeInWindow_[window], window});
+  byFree_.insert(rank(window));
 }
 
 int32_t PageAllocator::take(int64_t window) {
@@ -146,7 +150,8 @@ bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
   s.pages.reserve(s.pages.size() + count); // nothing below can fail once a slot is taken
   for (int64_t i = 0; i < count; ++i) {
     // Where its last page came from, while that window has room; else the
-    // window with the most room.
+    // window with the most room among those no other sequence grows in, or
+    // any window once none of those has room.
     if (s.window < 0 || freeInWindow_[s.window] == 0) {
       if (s.window >= 0)
         setGrowing(s.window, -1);

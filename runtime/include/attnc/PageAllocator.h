@@ -94,6 +94,8 @@ private:
   int32_t windowEnd(int64_t window) const;
   /// The lowest free slot of `window` (which has one), marked taken.
   int32_t take(int64_t window);
+  /// The window's key in byFree_.
+  std::tuple<bool, int64_t, int64_t> rank(int64_t window) const;
   void setFree(int64_t window, int64_t count);
   void setGrowing(int64_t window, int64_t delta);
 

@@ -310,6 +310,11 @@ class Runtime:
         return self._kernels[spec]
 
 
+def _sequence_id(sequence):
+    """A PageAllocator sequence id as the C API's uint64."""
+    return _int("sequence", sequence, 0, (1 << 64) - 1)
+
+
 class PageAllocator:
     """Page slots of a paged KV cache ([num_pages, page_size, num_kv_heads, head_dim]) for a
     scheduler to give its sequences, so that each sequence's pages fill windows of 2 MiB of
@@ -386,14 +391,14 @@ class PageAllocator:
         # A count beyond the free slots is refused by the library before it writes.
         out = (ctypes.c_int32 * (max(n, 1) if n <= self.free_pages else 1))()
         _check(_library().attnc_pages_allocate(self._handle,
-                                               _int("sequence", sequence, 0, (1 << 64) - 1),
+                                               _sequence_id(sequence),
                                                n, out), "allocating pages")
         return list(out[:n])
 
     def release(self, sequence):
         """Every page of `sequence` back to the free slots."""
         _check(_library().attnc_pages_release(self._handle,
-                                              _int("sequence", sequence, 0, (1 << 64) - 1)),
+                                              _sequence_id(sequence)),
                "releasing pages")
 
     @property
@@ -406,7 +411,7 @@ class PageAllocator:
         """How many 2 MiB windows the pages of `sequence` lie in (0: it holds none)."""
         n = ctypes.c_int64()
         _check(_library().attnc_pages_windows(self._handle,
-                                              _int("sequence", sequence, 0, (1 << 64) - 1),
+                                              _sequence_id(sequence),
                                               ctypes.byref(n)), "windows")
         return n.value
 
