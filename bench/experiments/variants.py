@@ -219,7 +219,7 @@ __device__ __forceinline__ void prefetch_tile(const Cache &kv, int tile, const L
   const int t = tile * Cfg::kTileKV + row;
   if (static_cast<unsigned>(e) < static_cast<unsigned>(kv.num_pages) && t < kv.kv_len) {
     const Elem *a = (tid < Cfg::kTileKV ? kv.k : kv.v) +
-                    (i64)(e * Cfg::kPageSize + row % Cfg::kPageSize) * kv.token_stride + kv_head * Cfg::kHeadDim;
+                    kv.at(e * Cfg::kPageSize + row % Cfg::kPageSize, kv_head);
 #if PF_BULK
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], 256;" ::"l"(a) : "memory");
 #else
@@ -274,7 +274,8 @@ struct PageRunsPolicy : PageRuns<C> {
   using Base = PageRuns<C>;
   using E = typename C::Elem;
   unsigned long long policy;
-  __device__ __forceinline__ PageRunsPolicy(int token_stride, int h, unsigned tid) : Base(token_stride, h, tid) {
+  template <class Cache>
+  __device__ __forceinline__ PageRunsPolicy(const Cache &kv, int h, unsigned tid) : Base(kv, h, tid) {
     if (POLICY_CONST)
       policy = POLICY_CONST;
     else
@@ -294,7 +295,7 @@ struct PageRunsPolicy : PageRuns<C> {
       const int t = t0 + run * Base::kRun, entry = read.entry[run];
       const bool in_cache = static_cast<unsigned>(entry) < static_cast<unsigned>(kv.num_pages);
       const int rows_left = in_cache ? kv.kv_len - (t + this->first_row) : 0;
-      const i64 at = (i64)((in_cache ? entry : 0) * Base::kPage + t % Base::kPage) * kv.token_stride + this->offset;
+      const i64 at = (i64)(in_cache ? entry : 0) * kv.page_stride + (t % Base::kPage) * kv.token_stride + this->offset;
       const E *k = kv.k + at, *v = kv.v + at;
 #pragma unroll
       for (int i = 0; i < Base::kRun / Base::kRowStep; ++i) {

@@ -13,6 +13,7 @@
 #ifdef ATTNC_HAVE_NVRTC
 #include "attnc/EmitCuda.h"
 #include "attnc/Nvrtc.h"
+#include "attn/params.cuh"
 #endif
 
 #include "llvm/Support/FileSystem.h"
@@ -148,7 +149,8 @@ std::string bundleSource(const std::string &name, const std::vector<Job> &jobs) 
       << ", sizeof cubin" << i << ", " << jobs[i].shape.threads << ", "
       << jobs[i].shape.shared_bytes << ", " << jobs[i].shape.merge_threads << ", "
       << (jobs[i].shape.cluster_merge ? 1 : 0) << ", " << jobs[i].shape.pair_shared_bytes << ", "
-      << (jobs[i].binary.pairCubin.empty() ? "nullptr, 0" : pair + ", sizeof " + pair) << "},\n";
+      << (jobs[i].binary.pairCubin.empty() ? "nullptr, 0" : pair + ", sizeof " + pair)
+      << ", " << sizeof(attn::kernel::Params) << "},\n";
   }
   o << "};\n\nconst attn::BundleRegistration registration(\"" << name
     << "\", entries, sizeof entries / sizeof entries[0]);\n} // namespace\n";
@@ -210,7 +212,7 @@ int verify(const std::string &dir) {
     }
     // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.
     const std::string i = std::to_string(kernels - 1);
-    if ((source.str().find(", sizeof pair_cubin" + i + "}") != std::string::npos) != listsPair)
+    if ((source.str().find(", sizeof pair_cubin" + i + ",") != std::string::npos) != listsPair)
       llvm::errs() << "attnc aot: " << where << "bundle.cpp " << (listsPair ? "lacks" : "has")
                    << " the pair kernel's cubin the manifest " << (listsPair ? "lists" : "does not list")
                    << "\n",

@@ -2,6 +2,8 @@
 
 #include "attnc/Bundle.h"
 
+#include "attn/params.cuh"
+
 #include <map>
 #include <string>
 #include <mutex>
@@ -37,6 +39,14 @@ BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entr
                        " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
     return;
   }
+  for (size_t i = 0; i < count; ++i)
+    if (entries[i].params_bytes != sizeof(kernel::Params)) {
+      r.errors.push_back("bundle " + std::string(name) + ": its kernels take arguments of " +
+                         std::to_string(entries[i].params_bytes) + " bytes, this attnc passes " +
+                         std::to_string(sizeof(kernel::Params)) +
+                         " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
+      return;
+    }
   r.names.push_back(name);
   for (size_t i = 0; i < count; ++i) {
     r.entries.push_back(&entries[i]);

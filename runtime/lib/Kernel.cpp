@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
 
 namespace attn {
 
@@ -132,12 +133,27 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
       return "num_pages = " + str(a.num_pages) + ": a paged cache of " + str(spec.page_size) +
              "-token pages needs 1.." + str(kInt32Max / spec.page_size) +
              " pages (the kernels index its tokens with 32 bits)";
+    const KVStrides st = kvStrides(spec, a);
+    for (auto [what, v] : {std::pair<const char *, int64_t>{"kv_page_stride", a.kv_page_stride},
+                           {"kv_token_stride", a.kv_token_stride}, {"kv_head_stride", a.kv_head_stride}}) {
+      if (v < 0)
+        return std::string(what) + " = " + str(v) + " is negative (0 takes the default layout's)";
+      if (v % 8 != 0)
+        return std::string(what) + " = " + str(v) +
+               " elements is not a multiple of 8: the kernels copy rows in 16-byte pieces";
+    }
+    if (st.page > kInt32Max || st.token > kInt32Max)
+      return "kv_page_stride = " + str(st.page) + ", kv_token_stride = " + str(st.token) +
+             ": the kernels need both below 2^31 elements";
     const int64_t pages = ceilDiv(a.max_kv_len, spec.page_size);
     if (a.block_table_stride < pages)
       return "max_kv_len = " + str(a.max_kv_len) + " needs " + str(pages) + " pages of " +
              str(spec.page_size) + " tokens, but block_table_stride = " +
              str(a.block_table_stride);
   } else {
+    if (a.kv_page_stride || a.kv_token_stride || a.kv_head_stride)
+      return "kv_page_stride, kv_token_stride and kv_head_stride are for paged caches; a contiguous "
+             "one is [total_kv, num_kv_heads, head_dim] (leave them 0)";
     if (!a.cu_seqlens_k)
       return "cu_seqlens_k is a null pointer (a contiguous KV cache needs it)";
     if (std::string m = misaligned("cu_seqlens_k", a.cu_seqlens_k, 4); !m.empty())
@@ -210,6 +226,16 @@ std::string checkSequenceArrays(const Spec &spec, const AttentionArgs &a,
   return "";
 }
 
+KVStrides kvStrides(const Spec &spec, const AttentionArgs &a) {
+  if (!spec.isPaged())
+    return {};
+  const int64_t head = a.kv_head_stride ? a.kv_head_stride : spec.head_dim;
+  const int64_t token = a.kv_token_stride ? a.kv_token_stride : int64_t(a.num_kv_heads) * spec.head_dim;
+  const int64_t page = a.kv_page_stride ? a.kv_page_stride
+                                        : spec.page_size * int64_t(a.num_kv_heads) * spec.head_dim;
+  return {page, token, head};
+}
+
 kernel::Params makeParams(const Spec &spec, const AttentionArgs &a, int splits) {
   kernel::Params p{};
   p.q = a.q;
@@ -224,6 +250,10 @@ kernel::Params makeParams(const Spec &spec, const AttentionArgs &a, int splits) 
   p.workspace = a.workspace;
   p.block_table_stride = a.block_table_stride;
   p.num_pages = a.num_pages;
+  const KVStrides st = kvStrides(spec, a);
+  p.kv_page_stride = st.page;
+  p.kv_token_stride = st.token;
+  p.kv_head_stride = st.head;
   p.batch = a.batch;
   p.num_q_heads = a.num_q_heads;
   p.num_kv_heads = a.num_kv_heads;

@@ -124,14 +124,15 @@ struct KVTile {
   template <class Cache>
   ATTN_DEVICE void copy_kv(typename Cfg::Elem *smem_k, typename Cfg::Elem *smem_v, const Cache &kv,
                            int h) const {
+    const typename Cfg::Elem *k = kv.k + kv.head(h), *v = kv.v + kv.head(h);
 #pragma unroll
     for (unsigned step = 0; step < P::kSteps; ++step) {
       if (!P::exists(step))
         break;
-      const i64 at = kv.at(slot[step], h) + P::chunk(step) * 8;
+      const i64 at = kv.row(slot[step], h) + P::chunk(step) * 8;
       const int dst = P::Tile::offset(P::row(step), P::chunk(step));
-      cp_async_16(smem_k + dst, slot[step] < 0 ? kv.k : kv.k + at, slot[step] >= 0);
-      cp_async_16(smem_v + dst, slot[step] < 0 ? kv.v : kv.v + at, slot[step] >= 0);
+      cp_async_16(smem_k + dst, slot[step] < 0 ? k : k + at, slot[step] >= 0);
+      cp_async_16(smem_v + dst, slot[step] < 0 ? v : v + at, slot[step] >= 0);
     }
   }
 
@@ -140,12 +141,13 @@ struct KVTile {
   template <class Cache>
   ATTN_DEVICE void copy(typename Cfg::Elem *smem, const Cache &kv, const typename Cfg::Elem *base,
                         int h) const {
+    const typename Cfg::Elem *head = base + kv.head(h);
 #pragma unroll
     for (unsigned step = 0; step < P::kSteps; ++step) {
       if (!P::exists(step))
         break;
-      const typename Cfg::Elem *src = base + kv.at(slot[step], h) + P::chunk(step) * 8;
-      cp_async_16(smem + P::Tile::offset(P::row(step), P::chunk(step)), slot[step] < 0 ? base : src,
+      const typename Cfg::Elem *src = head + kv.row(slot[step], h) + P::chunk(step) * 8;
+      cp_async_16(smem + P::Tile::offset(P::row(step), P::chunk(step)), slot[step] < 0 ? head : src,
                   slot[step] >= 0);
     }
   }
@@ -222,21 +224,23 @@ struct PageRuns {
   };
 
   int first_row; ///< this thread's first row of a run: threadIdx.x / kChunks
-  int offset;    ///< elements from a run's first row of K (or V) to this thread's first piece
+  i64 offset;    ///< elements from a run's first row of K (or V) to this thread's first piece
   int row_step;  ///< elements between a thread's rows of one run: kRowStep token rows
   unsigned dst;  ///< byte offset of the thread's first piece in a shared tile
 
-  /// For KV head h of a cache with token_stride elements between tokens;
-  /// `tid` is the thread's place among the Cfg::kThreads threads that copy
-  /// the tile (threadIdx.x, unless a block runs several pipelines).
-  ATTN_DEVICE PageRuns(int token_stride, int h, unsigned tid)
+  /// For KV head h of the paged cache `kv` (its strides); `tid` is the
+  /// thread's place among the Cfg::kThreads threads that copy the tile
+  /// (threadIdx.x, unless a block runs several pipelines).
+  template <class Cache>
+  ATTN_DEVICE PageRuns(const Cache &kv, int h, unsigned tid)
       : first_row(tid / kChunks),
-        offset((tid / kChunks) * token_stride + h * Cfg::kHeadDim + (tid % kChunks) * 8),
-        row_step(kRowStep * token_stride),
+        offset((i64)(tid / kChunks) * kv.token_stride + h * kv.head_stride + (tid % kChunks) * 8),
+        row_step(kRowStep * kv.token_stride),
         dst(Tile::offset(tid / kChunks, tid % kChunks) * sizeof(Elem)) {
     static_assert(kApplies, "PageRuns: the tile's rows must come in runs a thread's rows divide");
   }
-  ATTN_DEVICE PageRuns(int token_stride, int h) : PageRuns(token_stride, h, threadIdx.x) {}
+  template <class Cache>
+  ATTN_DEVICE PageRuns(const Cache &kv, int h) : PageRuns(kv, h, threadIdx.x) {}
 
   /// K and V of tokens [t0, t0 + kTileKV) into shared tiles (one cp.async
   /// group for the two); rows past kv_len or on a page outside the cache are
@@ -254,7 +258,7 @@ struct PageRuns {
       const bool in_cache = static_cast<unsigned>(entry) < static_cast<unsigned>(kv.num_pages);
       // The thread's rows i * kRowStep < rows_left of the run are before kv_len.
       const int rows_left = in_cache ? kv.kv_len - (t + first_row) : 0;
-      const i64 at = (i64)((in_cache ? entry : 0) * kPage + t % kPage) * kv.token_stride + offset;
+      const i64 at = (i64)(in_cache ? entry : 0) * kv.page_stride + (t % kPage) * kv.token_stride + offset;
       const Elem *k = kv.k + at, *v = kv.v + at;
 #pragma unroll
       for (int i = 0; i < kRun / kRowStep; ++i) {

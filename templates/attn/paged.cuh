@@ -20,17 +20,23 @@ namespace kernel {
 
 /// One sequence's keys and values, which share one layout: K and V rows of
 /// a token sit at the same element offset from `k` and `v`. kPageSize = 0:
-/// contiguous rows at t * token_stride + h * kHeadDim; otherwise pages, at
-/// (page * kPageSize + slot) * token_stride + h * kHeadDim. Sizes are 32-bit
-/// (the runtime checks they fit): this struct lives in registers through
-/// the whole KV loop, next to the accumulator.
+/// contiguous rows, token t's row of KV head h at t * token_stride + h *
+/// kHeadDim. Otherwise pages: the row of the token in place s of page p at
+/// p * page_stride + s * token_stride + h * head_stride, so that any layout
+/// of a page's tokens and heads can be read ([pages, page_size, heads,
+/// head_dim] by default; heads before tokens; a pool of pages per head; K
+/// and V pages interleaved in one allocation). Sizes but the head stride are
+/// 32-bit (the runtime checks they fit): this struct lives in registers
+/// through the whole KV loop, next to the accumulator.
 template <typename T, int kPageSize, int kHeadDim>
 struct KVCache {
   const T *k, *v;
   const int *block_table; ///< this sequence's pages, in order (paged only)
   int num_pages;          ///< pages in the whole cache (paged only)
   int kv_len;
-  int token_stride;       ///< elements between tokens: num_kv_heads * head_dim
+  int token_stride;       ///< elements between tokens (of a page, when paged)
+  int page_stride;        ///< paged: elements between pages
+  i64 head_stride;        ///< paged: elements between KV heads
 
   /// The block-table entry of token t's page (-1 past kv_len; t itself when
   /// contiguous): the one global read behind slot(), made apart from it so
@@ -58,8 +64,19 @@ struct KVCache {
     return entry * kPage + t % kPage;
   }
   ATTN_DEVICE int slot(int t) const { return slot(t, lookup(t)); }
-  /// The element offset of a slot's row for KV head h, in k and v alike.
-  ATTN_DEVICE i64 at(int slot, int h) const { return (i64)slot * token_stride + h * kHeadDim; }
+  /// The element offset of a slot's row for KV head h, in k and v alike,
+  /// in two parts: at = head(h) + row(slot, h). A copy adds head(h) to k
+  /// and v once and row() per row: the paged head offset, a run-time
+  /// stride, is then not carried through its loop; contiguous rows keep
+  /// their compile-time head offset in row().
+  ATTN_DEVICE i64 head(int h) const { return kPageSize == 0 ? 0 : h * head_stride; }
+  ATTN_DEVICE i64 row(int slot, int h) const {
+    if (kPageSize == 0)
+      return (i64)slot * token_stride + h * kHeadDim;
+    constexpr int kPage = kPageSize > 0 ? kPageSize : 1;
+    return (i64)(slot / kPage) * page_stride + (slot % kPage) * token_stride;
+  }
+  ATTN_DEVICE i64 at(int slot, int h) const { return head(h) + row(slot, h); }
 };
 
 } // namespace kernel

@@ -7,8 +7,11 @@
 //   q, o     [total_q, num_q_heads, head_dim]; sequence b is rows
 //            cu_seqlens_q[b] .. cu_seqlens_q[b + 1]
 //   k, v     contiguous: [total_kv, num_kv_heads, head_dim], rows cu_seqlens_k[b]..
-//            paged: [num_pages, page_size, num_kv_heads, head_dim], sequence b's
-//            pages in block_table[b * block_table_stride ...], its length seq_lens_k[b]
+//            paged: pages of page_size tokens, sequence b's pages in
+//            block_table[b * block_table_stride ...], its length seq_lens_k[b]; the
+//            row of KV head h of the token in place s of page p at p * kv_page_stride
+//            + s * kv_token_stride + h * kv_head_stride (the runtime fills the
+//            strides of [num_pages, page_size, num_kv_heads, head_dim] by default)
 //   lse      [total_q, num_q_heads] fp32, natural log
 //   workspace  split-KV decode with num_splits > 1: partial outputs
 //            [num_splits, total_q, num_q_heads, head_dim] fp32, then partial lse
@@ -33,6 +36,7 @@ struct Params {
   int batch, num_q_heads, num_kv_heads;
   int num_splits;                                ///< decode: KV splits per sequence (>= 1)
   float scale_log2;                              ///< softmax scale * log2(e)
+  long long kv_page_stride, kv_token_stride, kv_head_stride; ///< paged: elements (k and v alike)
 };
 
 /// How an emitted kernel is launched (the emitter fills it; AOT bundles

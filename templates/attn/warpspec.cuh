@@ -142,13 +142,14 @@ struct TileCopy {
   template <class Cache>
   static ATTN_DEVICE void copy_kv(typename Cfg::Elem *smem_k, typename Cfg::Elem *smem_v,
                                   const Cache &kv, int t0, int h, int tid) {
+    const typename Cfg::Elem *k = kv.k + kv.head(h), *v = kv.v + kv.head(h);
 #pragma unroll(WsRegisters<Cfg>::kCopyUnroll)
     for (int c = tid; c < kPieces; c += kCopyThreads) {
       const int row = c / kChunks, chunk = c % kChunks, slot = kv.slot(t0 + row);
-      const i64 at = kv.at(slot, h) + chunk * 8;
+      const i64 at = kv.row(slot, h) + chunk * 8;
       const int dst = Tile::offset(row, chunk);
-      cp_async_16(smem_k + dst, slot < 0 ? kv.k : kv.k + at, slot >= 0);
-      cp_async_16(smem_v + dst, slot < 0 ? kv.v : kv.v + at, slot >= 0);
+      cp_async_16(smem_k + dst, slot < 0 ? k : k + at, slot >= 0);
+      cp_async_16(smem_v + dst, slot < 0 ? v : v + at, slot >= 0);
     }
   }
 };

@@ -113,8 +113,10 @@ bool fourPairedBatch(const Kernel &k, std::mt19937_64 &rng, bool quick, int64_t 
 
 /// One spec against the fp64 reference on the ragged test batch, or with
 /// `fourPaired` (a decode spec of split_kv=4) on fourPairedBatch's batch,
-/// checking that its four splits did run as pair blocks in clusters.
-Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick, bool fourPaired = false) {
+/// checking that its four splits did run as pair blocks in clusters; a
+/// paged cache laid out as `layout` says.
+Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick, bool fourPaired = false,
+              harness::KVLayout layout = harness::KVLayout::Packed) {
   Outcome res;
   SpecResult parsed = parseSpec(text + ",target=" + name(g.rt->target()));
   if (!parsed) {
@@ -137,7 +139,7 @@ Outcome check(Gpu &g, const std::string &text, std::mt19937_64 &rng, bool quick,
   harness::Batch<float> batch = harness::randomBatch<float>(spec, lengths, hkv, rng);
   harness::roundInputs(batch);
   const double scale = 1.0 / std::sqrt(double(spec.head_dim));
-  auto dev = harness::uploadBatch(g.cu, *k.kernel, batch, scale, 0);
+  auto dev = harness::uploadBatch(g.cu, *k.kernel, batch, scale, 0, layout);
   if (!dev->error.empty()) {
     res.error = dev->error;
     return res;
@@ -741,8 +743,9 @@ int main(int argc, char **argv) {
               "masked", "spl", "regs", "spill", "nvrtc s", "verdict");
   int failures = 0;
   // One row of the table; false where the check does not apply to this GPU.
-  auto numerics = [&](const std::string &text, const std::string &label, bool fourPaired) {
-    Outcome r = check(g, text, rng, quick, fourPaired);
+  auto numerics = [&](const std::string &text, const std::string &label, bool fourPaired,
+                      harness::KVLayout layout = harness::KVLayout::Packed) {
+    Outcome r = check(g, text, rng, quick, fourPaired, layout);
     if (!r.notRun.empty()) {
       std::printf("%-92s not run: %s\n", label.c_str(), r.notRun.c_str());
       return false;
@@ -762,16 +765,25 @@ int main(int argc, char **argv) {
                 r.splits, r.registers, r.spills, r.compileSeconds, ok ? "ok" : "FAILED");
     return true;
   };
-  for (const std::string &text : specs)
+  size_t checked = 0;
+  for (const std::string &text : specs) {
     numerics(text, text, false);
-  size_t checked = specs.size();
+    ++checked;
+    // A paged cache in the other layouts a serving engine gives (the kernels
+    // read them through the strides of the launch arguments).
+    if (text.find("page_size=") != std::string::npos && text.find("page_size=0") == std::string::npos)
+      for (harness::KVLayout l : {harness::KVLayout::HeadsFirst, harness::KVLayout::HeadPools,
+                                  harness::KVLayout::SideBySide})
+        checked += numerics(text, "  " + std::string(harness::name(l)), false, l);
+  }
   if (g.rt->target() == Target::SM90a) {
     // Four splits as two blocks of two pipelines in clusters of two: a batch
     // of more (sequence, KV head) pairs than clusters of four fit (fourPairedBatch).
     const std::string text = "mode=decode,dtype=bf16,head_dim=128,gqa=8,page_size=16,split_kv=4,return_lse=true";
     checked += numerics(text, text + " (pairs)", true);
   }
-  std::printf("%zu specs, %d failed (bounds: relative error < 1e-2 vs fp64, no NaN, fully masked rows 0 "
+  std::printf("%zu checks (the specs, and each paged one in three more cache layouts), %d failed "
+              "(bounds: relative error < 1e-2 vs fp64, no NaN, fully masked rows 0 "
               "with lse -inf, 0 spill bytes)\n",
               checked, failures);
   std::printf("\nThe launch contract:\n");

@@ -255,6 +255,69 @@ class TestTensorChecks(unittest.TestCase):
                       str(e.exception))
 
 
+class TestPagedLayouts(unittest.TestCase):
+    """A paged cache may be any view of its pages whose head_dim is contiguous: its
+    strides travel to the kernel; layouts it cannot read are refused by name."""
+
+    # [pages, page, heads, d] views (element strides) of three layouts of 10 pages of 16
+    # tokens, 2 KV heads of 64.
+    PACKED = (16 * 2 * 64, 2 * 64, 64, 1)
+    HEADS_FIRST = (2 * 16 * 64, 64, 16 * 64, 1)     # [pages, heads, page, d]
+    POOLS = (16 * 64, 64, 10 * 16 * 64, 1)          # [heads, pages, page, d]
+
+    def view(self, strides, typestr="<f2"):
+        return FakeCudaArray((10, 16, 2, 64), typestr, tuple(2 * x for x in strides))
+
+    def strides(self, strides):
+        k = attnc._View(self.view(strides), "k", strided=True)
+        return attnc._cache_strides(k, k)
+
+    def test_strides_in_elements(self):
+        self.assertEqual(self.strides(self.PACKED), (2048, 128, 64))
+        self.assertEqual(self.strides(self.HEADS_FIRST), (2048, 64, 1024))
+        self.assertEqual(self.strides(self.POOLS), (1024, 64, 10240))
+        # Without strides an interface is packed.
+        k = attnc._View(FakeCudaArray((10, 16, 2, 64)), "k", strided=True)
+        self.assertEqual(attnc._cache_strides(k, k), (2048, 128, 64))
+        # A dimension of one entry has no stride to give.
+        one = attnc._View(FakeCudaArray((10, 16, 1, 64), strides=(4096, 256, 14, 2)), "k",
+                          strided=True)
+        self.assertEqual(attnc._cache_strides(one, one), (2048, 128, 0))
+
+    def test_a_strided_view_reaches_the_kernel(self):
+        spec = TestPlanDerivesItsSpec().asked(
+            FakeCudaArray((2, 8, 64)), self.view(self.POOLS), self.view(self.POOLS),
+            cu_seqlens_q=FakeCudaArray((3,), "<i4"), max_seqlen_q=1,
+            block_table=FakeCudaArray((2, 5), "<i4"), seq_lens_k=FakeCudaArray((2,), "<i4"),
+            max_seqlen_k=80)
+        self.assertTrue(spec.startswith("mode=decode,head_dim=64,"), spec)
+
+    def test_layouts_that_cannot_be_read_are_named(self):
+        q = FakeCudaArray((2, 8, 64))
+        rest = dict(cu_seqlens_q=FakeCudaArray((3,), "<i4"), max_seqlen_q=1,
+                    block_table=FakeCudaArray((2, 5), "<i4"),
+                    seq_lens_k=FakeCudaArray((2,), "<i4"), max_seqlen_k=80)
+        cases = [
+            (self.view(self.PACKED), self.view(self.POOLS), "k has strides (2048, 128, 64, 1) "
+             "but v has (1024, 64, 10240, 1): the two must share a layout"),
+            (self.view((2048, 128, 1, 2)),) * 2 + ("k's head_dim is not contiguous",),
+            (self.view((2048, 132, 64, 1)),) * 2 + ("k's token stride of 132 elements is not "
+                                                     "a multiple of 8",),
+            (self.view((0, 128, 64, 1)),) * 2 + ("k's page stride is 0",),
+            (FakeCudaArray((10, 16, 2, 64), strides=(4096, 256, 129, 2)),) * 2 + (
+                "k's strides (4096, 256, 129, 2) are not whole elements of 2 bytes",),
+        ]
+        for k, v, want in cases:
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.plan(q, k, v, **rest)
+            self.assertIn(want, str(e.exception))
+        # A contiguous (3-dimensional) k must still be contiguous.
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(q, FakeCudaArray((4, 2, 64), strides=(256, 2, 512)),
+                            FakeCudaArray((4, 2, 64)))
+        self.assertIn("k is not contiguous", str(e.exception))
+
+
 class TestPlanDerivesItsSpec(unittest.TestCase):
     """attnc.plan up to the kernel lookup, with a stand-in runtime: the spec it asks
     for comes from spec_for with the runtime's target."""

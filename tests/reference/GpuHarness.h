@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -123,11 +124,33 @@ struct DeviceBatch {
   }
 };
 
+/// Where a paged cache's rows lie (AttentionArgs::kv_page_stride and the
+/// others): the packed [pages, page_size, heads, head_dim] through the
+/// default strides; heads before tokens ([pages, heads, page_size,
+/// head_dim]); a pool of pages per KV head, the pools apart by a gap of 64
+/// elements; K and V pages side by side in one allocation ([pages, 2,
+/// page_size, heads, head_dim]).
+enum class KVLayout { Packed, HeadsFirst, HeadPools, SideBySide };
+inline const char *name(KVLayout l) {
+  switch (l) {
+  case KVLayout::Packed:
+    return "packed";
+  case KVLayout::HeadsFirst:
+    return "heads first";
+  case KVLayout::HeadPools:
+    return "a pool per head";
+  case KVLayout::SideBySide:
+    return "K and V side by side";
+  }
+  return "?";
+}
+
 /// Uploads `batch` (inputs already rounded, see roundInputs) for `kernel`.
-/// `numSplits` 0: the kernel's choice. The outputs hold NaN until written.
+/// `numSplits` 0: the kernel's choice; a paged cache in `layout`, its
+/// elements between rows NaN. The outputs hold NaN until written.
 inline std::unique_ptr<DeviceBatch> uploadBatch(const CudaDriver *cu, const Kernel &kernel,
                                                 const Batch<float> &batch, double scale,
-                                                int numSplits) {
+                                                int numSplits, KVLayout layout = KVLayout::Packed) {
   auto d = std::make_unique<DeviceBatch>();
   d->cu = cu;
   const Spec &spec = batch.spec;
@@ -172,11 +195,41 @@ inline std::unique_ptr<DeviceBatch> uploadBatch(const CudaDriver *cu, const Kern
             v[((cuK[b] + i) * hkv + h) * dh + x] = toBits(s.v[(h * s.kvLen + i) * dh + x], t);
           }
   }
+  int64_t vOffset = -1; // KVLayout::SideBySide: V's elements from K's, in k's buffer
   if (page) {
-    for (float x : batch.kCache)
-      k.push_back(toBits(x, t));
-    for (float x : batch.vCache)
-      v.push_back(toBits(x, t));
+    const int64_t pages = batch.numPages;
+    int64_t ps = page * hkv * dh, ts = hkv * dh, hs = dh; // packed
+    if (layout == KVLayout::HeadsFirst) {
+      ps = hkv * page * dh;
+      ts = dh;
+      hs = page * dh;
+    } else if (layout == KVLayout::HeadPools) {
+      ps = page * dh;
+      ts = dh;
+      hs = pages * page * dh + 64;
+    } else if (layout == KVLayout::SideBySide) {
+      ps = 2 * page * hkv * dh;
+      vOffset = page * hkv * dh;
+    }
+    if (layout != KVLayout::Packed) {
+      a.kv_page_stride = ps;
+      a.kv_token_stride = ts;
+      a.kv_head_stride = hs;
+    }
+    const size_t span = size_t((pages - 1) * ps + (page - 1) * ts + (hkv - 1) * hs + dh);
+    const uint16_t nanBits = toBits(std::numeric_limits<float>::quiet_NaN(), t);
+    k.assign(span + size_t(std::max<int64_t>(vOffset, 0)), nanBits);
+    if (vOffset < 0)
+      v.assign(span, nanBits);
+    for (int64_t p = 0; p < pages; ++p)
+      for (int64_t i = 0; i < page; ++i)
+        for (int64_t h = 0; h < hkv; ++h)
+          for (int64_t x = 0; x < dh; ++x) {
+            const size_t from = size_t(((p * page + i) * hkv + h) * dh + x);
+            const size_t to = size_t(p * ps + i * ts + h * hs + x);
+            k[to] = toBits(batch.kCache[from], t);
+            (vOffset < 0 ? v[to] : k[to + size_t(vOffset)]) = toBits(batch.vCache[from], t);
+          }
     a.num_pages = batch.numPages;
     a.block_table_stride = std::max<int64_t>(a.block_table_stride, 1);
     std::vector<int32_t> table(size_t(n * a.block_table_stride), -1);
@@ -190,7 +243,7 @@ inline std::unique_ptr<DeviceBatch> uploadBatch(const CudaDriver *cu, const Kern
   }
   a.q = d->upload(q.data(), q.size() * 2);
   a.k = d->upload(k.data(), k.size() * 2);
-  a.v = d->upload(v.data(), v.size() * 2);
+  a.v = vOffset < 0 ? d->upload(v.data(), v.size() * 2) : a.k + CUdeviceptr(vOffset) * 2;
   a.o = d->upload(nullptr, q.size() * 2);
   a.lse = d->upload(nullptr, size_t(a.total_q * hq) * 4);
   a.cu_seqlens_q = d->upload(d->cuQ.data(), d->cuQ.size() * 4);

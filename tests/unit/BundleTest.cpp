@@ -2,16 +2,22 @@
 
 #include "attnc/Bundle.h"
 
+#include "attn/params.cuh"
+
 #include <catch2/catch.hpp>
 
 namespace {
 const unsigned char fake[] = {1, 2, 3};
+constexpr size_t kParams = sizeof(attn::kernel::Params);
 const attn::BundleEntry entries[] = {
-    {"mode=prefill,head_dim=64,target=sm_80", "sm_80", fake, sizeof fake, 128, 4096, 0},
-    {"mode=prefill,head_dim=64,target=sm_90a", "sm_90a", fake, sizeof fake, 256, 8192, 0},
+    {"mode=prefill,head_dim=64,target=sm_80", "sm_80", fake, sizeof fake, 128, 4096, 0, 0, 0,
+     nullptr, 0, kParams},
+    {"mode=prefill,head_dim=64,target=sm_90a", "sm_90a", fake, sizeof fake, 256, 8192, 0, 0, 0,
+     nullptr, 0, kParams},
 };
 const attn::BundleEntry later[] = {
-    {"mode=prefill,head_dim=64,target=sm_80", "sm_80", fake, 1, 64, 0, 0},
+    {"mode=prefill,head_dim=64,target=sm_80", "sm_80", fake, 1, 64, 0, 0, 0, 0, nullptr, 0,
+     kParams},
 };
 const attn::BundleRegistration first("first", entries, 2);
 const attn::BundleRegistration second("second", later, 1);
@@ -20,6 +26,13 @@ const attn::BundleEntry stale[] = {
     {"mode=prefill,head_dim=128,target=sm_90a", "sm_90a", fake, sizeof fake, 128, 4096, 0},
 };
 const attn::BundleRegistration third("stale", stale, 1, sizeof(attn::BundleEntry) - sizeof(int));
+// As a bundle whose kernels were built for other kernel arguments (an
+// attnc whose Params had a field less).
+const attn::BundleEntry older[] = {
+    {"mode=decode,head_dim=128,page_size=16,target=sm_90a", "sm_90a", fake, sizeof fake, 128,
+     4096, 0, 0, 0, nullptr, 0, kParams - 8},
+};
+const attn::BundleRegistration fourth("older", older, 1);
 } // namespace
 
 TEST_CASE("bundles register their kernels at start-up; the first one registered wins",
@@ -43,8 +56,21 @@ TEST_CASE("a bundle compiled against another layout of its entries is refused, w
           "[bundle]") {
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=128,target=sm_90a", "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 1);
+  REQUIRE(errors.size() == 2);
   CHECK(errors[0].find("bundle stale") != std::string::npos);
   CHECK(errors[0].find(std::to_string(sizeof(attn::BundleEntry))) != std::string::npos);
   CHECK(errors[0].find("attnc aot") != std::string::npos);
+}
+
+TEST_CASE("a bundle whose kernels take other arguments than this runtime passes is refused",
+          "[bundle]") {
+  CHECK_FALSE(attn::findBundledKernel("mode=decode,head_dim=128,page_size=16,target=sm_90a",
+                                      "sm_90a"));
+  const std::vector<std::string> errors = attn::bundleErrors();
+  REQUIRE(errors.size() == 2);
+  CHECK(errors[1].find("bundle older") != std::string::npos);
+  CHECK(errors[1].find(std::to_string(kParams - 8) + " bytes") != std::string::npos);
+  CHECK(errors[1].find(std::to_string(kParams)) != std::string::npos);
+  CHECK(errors[1].find("attnc aot") != std::string::npos);
+  CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
 }

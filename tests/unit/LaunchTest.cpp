@@ -47,6 +47,36 @@ std::string check(const Spec &s, const AttentionArgs &a) {
 }
 } // namespace
 
+TEST_CASE("a paged cache's strides default to the packed layout and take any other",
+          "[launch]") {
+  const Spec s = spec("mode=decode,page_size=16,gqa=4,head_dim=128,split_kv=1");
+  AttentionArgs a = pagedDecode(); // 2 KV heads
+  KVStrides st = kvStrides(s, a);
+  CHECK((st.page == 16 * 2 * 128 && st.token == 2 * 128 && st.head == 128));
+  kernel::Params p = makeParams(s, a, 1);
+  CHECK((p.kv_page_stride == st.page && p.kv_token_stride == st.token && p.kv_head_stride == st.head));
+  // Heads before tokens, one given stride at a time: the others keep their defaults.
+  a.kv_token_stride = 128;
+  a.kv_head_stride = 16 * 128;
+  st = kvStrides(s, a);
+  CHECK((st.page == 16 * 2 * 128 && st.token == 128 && st.head == 16 * 128));
+  CHECK(check(s, a) == "");
+  // A pool per head far apart: the head stride may pass 2^31 elements.
+  a.kv_page_stride = 16 * 128;
+  a.kv_head_stride = int64_t(3) << 31;
+  CHECK(check(s, a) == "");
+  CHECK(makeParams(s, a, 1).kv_head_stride == int64_t(3) << 31);
+  // A contiguous cache has one layout.
+  AttentionArgs c = pagedDecode();
+  c.cu_seqlens_k = 0x90000;
+  c.total_kv = 4000;
+  c.kv_token_stride = 512;
+  CHECK(check(spec("gqa=4,head_dim=64"), c).rfind("kv_page_stride, kv_token_stride and "
+                                                  "kv_head_stride are for paged caches", 0) == 0);
+  c.kv_token_stride = 0;
+  CHECK(kvStrides(spec("gqa=4,head_dim=64"), c).token == 0);
+}
+
 TEST_CASE("good arguments pass the launch checks", "[launch]") {
   const Spec s = spec("mode=decode,page_size=16,gqa=4,split_kv=1,return_lse=true");
   CHECK(check(s, pagedDecode()) == "");
@@ -81,6 +111,11 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
       {"batch = 70000 is over the grid limit", [](AttentionArgs &a) { a.batch = 70000; }},
       {"scale = nan", [](AttentionArgs &a) { a.scale = std::nan(""); }},
       {"num_splits = 2000 must be in 1..1024", [](AttentionArgs &a) { a.num_splits = 2000; }},
+      {"kv_head_stride = 100 elements is not a multiple of 8",
+       [](AttentionArgs &a) { a.kv_head_stride = 100; }},
+      {"kv_page_stride = -8 is negative", [](AttentionArgs &a) { a.kv_page_stride = -8; }},
+      {"kv_page_stride = 2147483648, kv_token_stride = 256: the kernels need both below 2^31",
+       [](AttentionArgs &a) { a.kv_page_stride = int64_t(1) << 31; }},
       {"workspace is a null pointer: 3 KV splits need 4 * 8 * 129 * 4 bytes",
        [](AttentionArgs &a) { a.num_splits = 3; }},
   };

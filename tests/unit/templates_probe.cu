@@ -17,7 +17,7 @@ extern "C" __global__ void probe(const __nv_bfloat16* k, const int* bt, float* o
   for (int b = 0; b < 8; ++b) for (int i = 0; i < 4; ++i) s[b][i] = threadIdx.x * 0.01f + b;
   st.update(s, 0.125f);
   float inv[2], lse[2]; st.finish(inv, lse);
-  KVCache<__nv_bfloat16, 16, 128> c{k, k, bt, 10, (int)kv_len, 128};
+  KVCache<__nv_bfloat16, 16, 128> c{k, k, bt, 10, (int)kv_len, 128, 16 * 128, 128};
   const int slot = c.slot(threadIdx.x);
   const long long at = slot < 0 ? -1 : c.at(slot, 0);
   __shared__ alignas(16) __nv_bfloat16 sm[64*128];

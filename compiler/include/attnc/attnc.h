@@ -15,8 +15,8 @@
  * Device memory is given as CUdeviceptr values (uint64_t); layouts are the
  * packed ones of templates/attn/params.cuh: q and o [total_q, num_q_heads,
  * head_dim], contiguous k and v [total_kv, num_kv_heads, head_dim], paged k
- * and v [num_pages, page_size, num_kv_heads, head_dim], lse fp32
- * [total_q, num_q_heads].
+ * and v [num_pages, page_size, num_kv_heads, head_dim] unless the args give
+ * other strides (kv_page_stride...), lse fp32 [total_q, num_q_heads].
  *
  *===----------------------------------------------------------------------===*/
 
@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /** The ABI version: raised only when functions or fields are added. */
-#define ATTNC_ABI_VERSION 3
+#define ATTNC_ABI_VERSION 4
 
 typedef enum attnc_status {
   ATTNC_OK = 0,
@@ -68,6 +68,11 @@ typedef struct attnc_args {
   int64_t total_q, total_kv, num_pages, block_table_stride;
   int64_t max_q_len, max_kv_len;
   double scale; /**< 0: 1 / sqrt(head_dim) */
+  /** Paged k and v: the row of KV head h of the token in place s of page p
+   *  at p * kv_page_stride + s * kv_token_stride + h * kv_head_stride
+   *  elements; 0 takes the packed layout's stride. Multiples of 8. Added in
+   *  ABI version 4. */
+  int64_t kv_page_stride, kv_token_stride, kv_head_stride;
 } attnc_args;
 
 /** What attnc_attention_spec derives a spec from (see attn::AttentionShape):

@@ -108,6 +108,9 @@ bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
   out.max_q_len = a.max_q_len;
   out.max_kv_len = a.max_kv_len;
   out.scale = a.scale;
+  out.kv_page_stride = a.kv_page_stride;
+  out.kv_token_stride = a.kv_token_stride;
+  out.kv_head_stride = a.kv_head_stride;
   return true;
 }
 

@@ -222,7 +222,8 @@ void printKVCache(std::ostringstream &o, bool paged) {
       << "  const int *table = reinterpret_cast<const int *>(p.block_table) + seq * p.block_table_stride;\n"
       << "  using Cache = KVCache<Elem, Cfg::kPageSize, Cfg::kHeadDim>;\n"
       << "  const Cache kv = {reinterpret_cast<const Elem *>(p.k), reinterpret_cast<const Elem *>(p.v), table,\n"
-      << "                    (int)p.num_pages, (int)kv_len, p.num_kv_heads * Cfg::kHeadDim};\n";
+      << "                    (int)p.num_pages, (int)kv_len, (int)p.kv_token_stride, (int)p.kv_page_stride,\n"
+      << "                    p.kv_head_stride};\n";
   else
     o << "  const int *cu_k = reinterpret_cast<const int *>(p.cu_seqlens_k);\n"
       << "  const i64 kv_begin = cu_k[seq], kv_len = cu_k[seq + 1] - kv_begin;\n"
@@ -230,7 +231,7 @@ void printKVCache(std::ostringstream &o, bool paged) {
       << "  using Cache = KVCache<Elem, 0, Cfg::kHeadDim>;\n"
       << "  const Cache kv = {reinterpret_cast<const Elem *>(p.k) + kv_begin * token,\n"
       << "                    reinterpret_cast<const Elem *>(p.v) + kv_begin * token, nullptr, 0, (int)kv_len,\n"
-      << "                    (int)token};\n";
+      << "                    (int)token, 0, 0};\n";
 }
 } // namespace emit
 

@@ -96,7 +96,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  // the entries `read` holds: one entry and one address per run of a page's\n"
       << "  // tokens in the tile (PageRuns), for K and V alike.\n"
       << "  using Copy = PageRuns<Cfg>;\n"
-      << "  const Copy copy(kv.token_stride, kv_head, tid);\n"
+      << "  const Copy copy(kv, kv_head, tid);\n"
       << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
       << "    copy.copy_kv(smem_k(stage), smem_v(stage), kv, j * Cfg::kTileKV, read);\n"
       << "  };\n";

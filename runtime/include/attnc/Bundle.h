@@ -30,13 +30,18 @@ struct BundleEntry {
   int pair_shared_bytes;                    ///< LaunchShape::pair_shared_bytes (0: no pair kernel)
   const unsigned char *pair_cubin;          ///< the pair kernel's module (CudaBinary::pairCubin), or null
   size_t pair_cubin_size;
+  /// sizeof(attn::kernel::Params) where the cubins were built: a bundle
+  /// whose kernels take other arguments than this runtime passes is refused
+  /// like one of another BundleEntry layout.
+  size_t params_bytes;
 };
 
 /// Registers a bundle's entries (called by the generated source's static
 /// initialiser). The entries must live for the whole program. `entry_bytes`
 /// is sizeof(BundleEntry) as the bundle's source saw it: a bundle compiled
-/// against another layout of BundleEntry (an older attnc's header) is
-/// refused, its kernels left out, and named by bundleErrors(). (An object
+/// against another layout of BundleEntry (an older attnc's header), or
+/// whose entries' params_bytes is not this runtime's, is refused, its
+/// kernels left out, and named by bundleErrors(). (An object
 /// compiled before this argument existed does not link at all.)
 struct BundleRegistration {
   BundleRegistration(const char *name, const BundleEntry *entries, size_t count,

@@ -49,7 +49,24 @@ struct AttentionArgs {
   int64_t max_q_len = 0, max_kv_len = 0;  ///< the longest sequence's lengths
   double scale = 0;                       ///< softmax scale; 0: 1 / sqrt(head_dim)
   int num_splits = 0;                     ///< decode: 0 = the spec's split_kv
+  /// Paged: where the row of KV head h of the token in place s of page p
+  /// lies, p * kv_page_stride + s * kv_token_stride + h * kv_head_stride
+  /// elements from k (and from v: the two share a layout). 0 takes the
+  /// stride of [num_pages, page_size, num_kv_heads, head_dim]: page_size *
+  /// num_kv_heads * head_dim, num_kv_heads * head_dim, head_dim. Multiples of
+  /// 8 elements (16 bytes); the page and token strides below 2^31. So a
+  /// cache laid out [num_pages, num_kv_heads, page_size, head_dim], or one
+  /// pool of pages per KV head, or K and V pages side by side in one
+  /// allocation, is read where it is.
+  int64_t kv_page_stride = 0, kv_token_stride = 0, kv_head_stride = 0;
 };
+
+/// AttentionArgs' cache strides with the defaults filled in (all 0 for a
+/// contiguous cache, whose layout is fixed).
+struct KVStrides {
+  int64_t page = 0, token = 0, head = 0;
+};
+KVStrides kvStrides(const Spec &spec, const AttentionArgs &args);
 
 /// The number of KV splits a decode launch uses: args.num_splits when set,
 /// else the spec's split_kv, else (split_kv = auto) the count that finishes

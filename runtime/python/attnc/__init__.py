@@ -53,7 +53,8 @@ class _Args(ctypes.Structure):
     ] + [(n, ctypes.c_int32) for n in ("batch", "num_q_heads", "num_kv_heads", "num_splits")] + [
         (n, ctypes.c_int64) for n in ("total_q", "total_kv", "num_pages", "block_table_stride",
                                       "max_q_len", "max_kv_len")
-    ] + [("scale", ctypes.c_double)]
+    ] + [("scale", ctypes.c_double)] + [
+        (n, ctypes.c_int64) for n in ("kv_page_stride", "kv_token_stride", "kv_head_stride")]
 
 
 _lib = None
@@ -164,7 +165,7 @@ class _Call(ctypes.Structure):
          ("tile_kv", ctypes.c_int64)]
 
 
-_ABI_NEEDED = 3  # attnc_pages_*
+_ABI_NEEDED = 4  # attnc_args' cache strides
 
 
 def version():
@@ -432,12 +433,16 @@ def _torch():
 class _View:
     """What the launch needs of a tensor: pointer, shape, element type, device."""
 
-    def __init__(self, t, name):
+    def __init__(self, t, name, strided=False):
+        """strided: any strides in elements (self.strides) whose last is 1, for a paged
+        cache's view; otherwise the tensor must be contiguous."""
         torch = _torch()
         if torch is not None and isinstance(t, torch.Tensor):
             if not t.is_cuda:
                 raise AttncError(f"{name} is on {t.device}, not on a CUDA device")
-            if not t.is_contiguous():
+            if strided:
+                self.strides = tuple(t.stride())
+            elif not t.is_contiguous():
                 raise AttncError(f"{name} is not contiguous (shape {tuple(t.shape)}, strides "
                                  f"{t.stride()}): pass {name}.contiguous()")
             names = {torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
@@ -460,16 +465,52 @@ class _View:
             raise AttncError(f"{name} has typestr {typestr!r}; attnc takes '<f2' (float16), "
                              "'<i4' (int32) or '<f4' (float32) through __cuda_array_interface__")
         strides = iface.get("strides")
-        if strides is not None:
-            expect, step = [], int(typestr[2:])
-            for n in reversed(shape):
-                expect.insert(0, step)
-                step *= n
-            if tuple(strides) != tuple(expect):
-                raise AttncError(f"{name} is not contiguous (strides {tuple(strides)}, "
-                                 f"contiguous would be {tuple(expect)})")
+        itemsize = int(typestr[2:])
+        expect, step = [], itemsize
+        for n in reversed(shape):
+            expect.insert(0, step)
+            step *= n
+        if strided:
+            given = tuple(strides) if strides is not None else tuple(expect)
+            if any(x % itemsize for x in given):
+                raise AttncError(f"{name}'s strides {given} are not whole elements of "
+                                 f"{itemsize} bytes")
+            self.strides = tuple(x // itemsize for x in given)
+        elif strides is not None and tuple(strides) != tuple(expect):
+            raise AttncError(f"{name} is not contiguous (strides {tuple(strides)}, "
+                             f"contiguous would be {tuple(expect)})")
         self.ptr, self.shape, self.dtype = iface["data"][0], shape, _TYPESTR[typestr]
         self.device = None
+
+
+def _dims(t):
+    """The number of dimensions of a tensor or __cuda_array_interface__ object (0 if
+    neither: _View names the problem)."""
+    shape = getattr(t, "shape", None)
+    if shape is None:
+        shape = (getattr(t, "__cuda_array_interface__", None) or {}).get("shape", ())
+    return len(tuple(shape))
+
+
+def _cache_strides(kv_, vv):
+    """The paged cache's (page, token, head) strides in elements for attnc_args, 0 where a
+    dimension of one entry makes the stride meaningless (the runtime's default)."""
+    if kv_.strides != vv.strides:
+        raise AttncError(f"k has strides {kv_.strides} but v has {vv.strides}: the two must "
+                         "share a layout")
+    if kv_.shape[3] > 1 and kv_.strides[3] != 1:
+        raise AttncError(f"k's head_dim is not contiguous (strides {kv_.strides}): each row "
+                         "of a head must be head_dim consecutive elements")
+    out = []
+    for name, n, stride in zip(("page", "token", "head"), kv_.shape[:3], kv_.strides[:3]):
+        if n > 1 and stride <= 0:
+            raise AttncError(f"k's {name} stride is {stride} (strides {kv_.strides}): each "
+                             f"{name} must have rows of its own")
+        if n > 1 and stride % 8:
+            raise AttncError(f"k's {name} stride of {stride} elements is not a multiple of 8: "
+                             "the kernels copy rows in 16-byte pieces")
+        out.append(stride if n > 1 else 0)
+    return tuple(out)
 
 
 def _need(view, name, dims=None, dtype=None):
@@ -532,9 +573,11 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     offsets and the block table back) before launching.
     """
     torch = _torch()
-    qv, kv_, vv = _View(q, "q"), _View(k, "k"), _View(v, "v")
+    qv = _View(q, "q")
     _need(qv, "q", 3, ("f16", "bf16"))
-    paged = len(kv_.shape) == 4
+    # A paged cache may be any view of its pages whose head_dim is contiguous.
+    paged = _dims(k) == 4
+    kv_, vv = _View(k, "k", strided=paged), _View(v, "v", strided=paged)
     _need(kv_, "k", (3, 4), qv.dtype)
     _need(vv, "v", len(kv_.shape), qv.dtype)
     if vv.shape != kv_.shape:
@@ -591,6 +634,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         a.block_table, a.seq_lens_k = bt.ptr, sl.ptr
         a.block_table_stride, a.num_pages = bt.shape[1], kv_.shape[0]
         page_size = kv_.shape[1]
+        a.kv_page_stride, a.kv_token_stride, a.kv_head_stride = _cache_strides(kv_, vv)
         if max_seqlen_k is None:
             raise AttncError("max_seqlen_k is needed with a paged cache")
     else:
