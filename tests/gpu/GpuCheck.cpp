@@ -5,7 +5,9 @@
 //
 // For each spec: the kernel through the runtime (pipeline, emitter, NVRTC
 // for this GPU), then a ragged batch of fresh random inputs (seed printed;
-// paged caches shuffled, NaN in every unused slot; outputs poisoned with
+// paged caches shuffled, NaN in every unused slot, and each paged spec once
+// more with its cache in another layout (heads before tokens, a pool per
+// head, K and V pages side by side); outputs poisoned with
 // NaN) launched with Kernel::launch on a stream and compared with the
 // textbook reference in long double. Then the runtime's launch contract:
 // a launch captured in a CUDA graph and replayed gives the same bits, bad
@@ -766,15 +768,20 @@ int main(int argc, char **argv) {
     return true;
   };
   size_t checked = 0;
+  // Each paged spec runs once more with its cache in one of the other layouts
+  // a serving engine gives, taken in turn (the kernels read them through the
+  // launch arguments' strides; tests/gpu/RESULTS.md has a run of every paged
+  // spec in all three).
+  const harness::KVLayout others[] = {harness::KVLayout::HeadsFirst, harness::KVLayout::HeadPools,
+                                      harness::KVLayout::SideBySide};
+  size_t paged = 0;
   for (const std::string &text : specs) {
     numerics(text, text, false);
     ++checked;
-    // A paged cache in the other layouts a serving engine gives (the kernels
-    // read them through the strides of the launch arguments).
-    if (text.find("page_size=") != std::string::npos && text.find("page_size=0") == std::string::npos)
-      for (harness::KVLayout l : {harness::KVLayout::HeadsFirst, harness::KVLayout::HeadPools,
-                                  harness::KVLayout::SideBySide})
-        checked += numerics(text, "  " + std::string(harness::name(l)), false, l);
+    if (text.find("page_size=") != std::string::npos && text.find("page_size=0") == std::string::npos) {
+      const harness::KVLayout l = others[paged++ % 3];
+      checked += numerics(text, "  the same, " + std::string(harness::name(l)), false, l);
+    }
   }
   if (g.rt->target() == Target::SM90a) {
     // Four splits as two blocks of two pipelines in clusters of two: a batch
@@ -782,7 +789,7 @@ int main(int argc, char **argv) {
     const std::string text = "mode=decode,dtype=bf16,head_dim=128,gqa=8,page_size=16,split_kv=4,return_lse=true";
     checked += numerics(text, text + " (pairs)", true);
   }
-  std::printf("%zu checks (the specs, and each paged one in three more cache layouts), %d failed "
+  std::printf("%zu checks (the specs, and each paged one in another cache layout), %d failed "
               "(bounds: relative error < 1e-2 vs fp64, no NaN, fully masked rows 0 "
               "with lse -inf, 0 spill bytes)\n",
               checked, failures);

@@ -566,7 +566,10 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     with q_len queries and kv_len keys sits at key position i + kv_len - q_len);
     window=W keeps the last W keys up to that position. Without cu_seqlens_q
     the whole of q is one sequence (and likewise k). A paged cache (k, v with
-    4 dimensions) needs block_table, seq_lens_k and max_seqlen_k. decode=None
+    4 dimensions, [num_pages, page_size, num_kv_heads, head_dim]) needs
+    block_table, seq_lens_k and max_seqlen_k; it may be any view of that shape
+    whose head_dim is contiguous (heads before tokens, a pool of pages per
+    head, k and v halves of one tensor), k and v with the same strides. decode=None
     takes the decode kernels (the GQA group's heads in one block, split-KV)
     for a paged cache whose sequences have at most 16 query tokens, else the
     prefill kernels. check_arguments=True runs the checking mode (reads the
