@@ -35,6 +35,15 @@ TEST_CASE("a call's tensors give the spec: paged decode, contiguous prefill", "[
   CHECK(args.num_q_heads == 32);
   CHECK(args.num_kv_heads == 8);
   CHECK(args.total_q == 4);
+  CHECK((args.kv_page_stride == 0 && args.kv_token_stride == 0 && args.kv_head_stride == 0));
+  // A cache of K and V pages side by side: its strides reach the launch.
+  AttentionCall sideBySide = pagedDecode();
+  sideBySide.kv_page_stride = 2 * 16 * 8 * 128;
+  sideBySide.kv_token_stride = 8 * 128;
+  sideBySide.kv_head_stride = 128;
+  REQUIRE(deriveAttention(sideBySide, Target::SM90a, spec, args, error));
+  CHECK((args.kv_page_stride == 2 * 16 * 8 * 128 && args.kv_token_stride == 8 * 128 &&
+         args.kv_head_stride == 128));
 
   AttentionCall p;
   p.q = p.out = {0x1000, {8192, 16, 64}, DType::F16};

@@ -30,7 +30,8 @@
 
 namespace attn {
 
-/// A device tensor as the call sees it: contiguous, row-major.
+/// A device tensor as the call sees it: contiguous, row-major (a paged k and
+/// v may give other strides, AttentionCall::kv_page_stride).
 struct TensorRef {
   CUdeviceptr data = 0;
   std::vector<int64_t> shape;
@@ -53,6 +54,10 @@ struct AttentionCall {
   std::optional<int64_t> split_kv; ///< decode: unset = auto
   CUdeviceptr workspace = 0;       ///< split-KV decode: workspaceBytes() bytes
   size_t workspace_bytes = 0;
+  /// Paged k and v laid out otherwise than packed (AttentionArgs::kv_page_stride
+  /// and the others, in elements; 0 keeps the packed layout's); their shapes
+  /// stay [num_pages, page_size, Hkv, D].
+  int64_t kv_page_stride = 0, kv_token_stride = 0, kv_head_stride = 0;
 };
 
 /// What a spec is derived from: the tensors' description without their

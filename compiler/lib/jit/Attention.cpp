@@ -133,6 +133,9 @@ bool deriveAttention(const AttentionCall &c, Target target, Spec &spec, Attentio
   a.max_q_len = c.max_q_len;
   a.max_kv_len = c.max_kv_len;
   a.scale = c.scale;
+  a.kv_page_stride = c.kv_page_stride;
+  a.kv_token_stride = c.kv_token_stride;
+  a.kv_head_stride = c.kv_head_stride;
   return true;
 }
 
