@@ -80,8 +80,8 @@ class TestPageAllocator(unittest.TestCase):
         self.assertIn("expected [num_pages, page_size, num_kv_heads, head_dim]", str(e.exception))
         with self.assertRaises(attnc.AttncError) as e:
             attnc.PageAllocator.for_cache(FakeCudaArray((10, 16, 8, 128),
-                                                        strides=(65536, 4096, 256, 2)))
-        self.assertIn("cache is not contiguous", str(e.exception))
+                                                        strides=(0, 4096, 256, 2)))
+        self.assertIn("cache's pages lie 0 bytes apart", str(e.exception))
         with self.assertRaises(attnc.AttncError) as e:
             attnc.PageAllocator.for_cache([1, 2, 3])
         self.assertIn("cache is a list", str(e.exception))
@@ -104,6 +104,14 @@ class TestPageAllocator(unittest.TestCase):
         self.assertEqual(pages.allocate(2, 64), list(range(65, 129)))
         dense = FakeCudaArray((200, 16, 8, 128), strides=(page, 2048, 256, 2))
         self.assertEqual(attnc.PageAllocator.for_cache(dense).allocate(1, 2), [0, 1])
+        # K of a cache whose K and V pages lie side by side: pages 2 * page bytes apart,
+        # 32 to a window; this one starts 3 pages before a boundary.
+        k = FakeCudaArray((200, 16, 8, 128), strides=(2 * page, 2048, 256, 2),
+                          ptr=(2 << 20) - 3 * 2 * page)
+        pages = attnc.PageAllocator.for_cache(k)
+        self.assertEqual(pages.allocate(1, 4), [3, 4, 5, 6])   # the emptiest window: 3-34
+        self.assertEqual(pages.allocate(1, 29), list(range(7, 36)))
+        self.assertEqual(pages.windows(1), 2)
 
 
 class TestSpecFor(unittest.TestCase):

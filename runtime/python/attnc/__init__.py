@@ -354,30 +354,34 @@ class PageAllocator:
 
     @classmethod
     def for_cache(cls, cache):
-        """An allocator of all pages of `cache`, a contiguous [num_pages, page_size, heads,
-        head_dim] torch tensor or ``__cuda_array_interface__`` array (K's; a V cache of the
-        same shape takes the same slots), its windows starting on the cache's 2 MiB
-        boundaries (each one of the GPU's 2 MiB pages when a page's bytes divide 2 MiB and
-        the cache starts a whole number of pages before a boundary)."""
+        """An allocator of all pages of `cache`, a [num_pages, page_size, heads, head_dim]
+        torch tensor or ``__cuda_array_interface__`` array (K's; a V cache laid out alike
+        takes the same slots): contiguous, or any view attnc.plan reads (heads before
+        tokens, a pool of pages per head, K and V pages side by side), whose pages lie
+        stride(0) apart. Its windows start on the cache's 2 MiB boundaries (each one of the
+        GPU's 2 MiB pages when the bytes between pages divide 2 MiB and the cache starts a
+        whole number of them before a boundary)."""
         torch = _torch()
         if torch is not None and isinstance(cache, torch.Tensor):
-            shape, contiguous = tuple(cache.shape), cache.is_contiguous()
-            item, address = cache.element_size(), cache.data_ptr()
+            shape, item, address = tuple(cache.shape), cache.element_size(), cache.data_ptr()
+            stride = cache.stride(0) * item if cache.dim() else 0
         elif hasattr(cache, "__cuda_array_interface__"):
             cai = cache.__cuda_array_interface__
             shape, item, address = tuple(cai["shape"]), int(cai["typestr"][2:]), cai["data"][0]
-            dense = [item * math.prod(shape[i + 1:]) for i in range(len(shape))]
-            contiguous = cai.get("strides") in (None, tuple(dense), list(dense))
+            strides = cai.get("strides")
+            stride = strides[0] if strides else item * math.prod(shape[1:])
         else:
             raise AttncError(f"cache is a {type(cache).__name__}: expected a torch tensor or an "
                              "array with __cuda_array_interface__")
         if len(shape) != 4:
             raise AttncError(f"cache has shape {shape}: expected [num_pages, page_size, "
                              "num_kv_heads, head_dim]")
-        if not contiguous:
-            raise AttncError(f"cache is not contiguous (shape {shape}): its pages' bytes and "
-                             "windows follow from a contiguous [num_pages, ...] layout")
-        per, first = cls.window(math.prod(shape[1:]) * item, address)
+        if shape[0] == 1:
+            stride = item * math.prod(shape[1:])  # one page: no stride between pages
+        if stride <= 0:
+            raise AttncError(f"cache's pages lie {stride} bytes apart (shape {shape}): each "
+                             "page needs bytes of its own")
+        per, first = cls.window(stride, address)
         return cls(shape[0], per, first)
 
     def __del__(self):
