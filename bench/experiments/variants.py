@@ -63,6 +63,14 @@ which times it on its spec's rows and checks its output against the emitted
 kernel's on the same inputs. The edits find their places by text in the
 emitted source of the commit named in the README; a source without one of
 them is refused with the place named, and nothing is written.
+  variants.py prefill-params EMITTED.cu OUTDIR
+      an emitted prefill kernel over a contiguous cache as emitted
+      (new_params.cu), and with the kernel arguments as they were before the
+      paged cache's strides were added (old_params.cu: templates/attn/
+      params.cuh of this checkout without its kv_*_stride member, placed
+      ahead of the kernel so that the embedded one is skipped): what the
+      larger Params alone does to ptxas' code. The runtime's Params starts as
+      the old one did, so the old kernel reads its arguments right
 """
 import os
 import sys
@@ -487,16 +495,35 @@ def decode_kv_release(emitted, outdir):
                                                                      emitted)})
 
 
+def prefill_params(emitted, outdir):
+    src = read(emitted)
+    require(src, "using Cache = KVCache<Elem, 0, Cfg::kHeadDim>;", "contiguous cache", emitted)
+    if "p.kv_" in src:
+        raise Refused("%s reads the cache strides (p.kv_*): not a kernel the old arguments serve" % emitted)
+    params_path = os.path.join(HERE, "..", "..", "templates", "attn", "params.cuh")
+    params = read(params_path)
+    strides = "  long long kv_page_stride, kv_token_stride, kv_head_stride;"
+    lines = [line for line in params.split("\n") if not line.startswith(strides)]
+    if len(lines) != params.count("\n") or not params.rstrip().endswith("#endif // ATTN_TEMPLATES_PARAMS_CUH"):
+        raise Refused("%s has no one kv_*_stride member line: not the Params this command edits" % params_path)
+    head, rest = src.split("\n", 2)[:2], src.split("\n", 2)[2]
+    old = "\n".join(head) + "\n// Params without the cache strides (bench/experiments/variants.py prefill-params)\n" + \
+        "\n".join(lines) + "\n" + rest
+    write_all(outdir, {"new_params.cu": src, "old_params.cu": old})
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
          " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR |"
          " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR |"
          " decode-cols EMITTED.cu OUTDIR | decode-delay EMITTED.cu OUTDIR |"
-         " decode-persistent EMITTED.cu OUTDIR | decode-kv-release EMITTED.cu OUTDIR (--help for more)")
+         " decode-persistent EMITTED.cu OUTDIR | decode-kv-release EMITTED.cu OUTDIR |"
+         " prefill-params EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
             "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
             "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2),
             "decode-cols": (decode_cols, 2), "decode-delay": (decode_delay, 2),
-            "decode-persistent": (decode_persistent, 2), "decode-kv-release": (decode_kv_release, 2)}
+            "decode-persistent": (decode_persistent, 2), "decode-kv-release": (decode_kv_release, 2),
+            "prefill-params": (prefill_params, 2)}
 
 
 def main(argv):
