@@ -142,9 +142,10 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
         return std::string(what) + " = " + str(v) +
                " elements is not a multiple of 8: the kernels copy rows in 16-byte pieces";
     }
-    if (st.page > kInt32Max || st.token > kInt32Max)
+    if (st.page > kInt32Max || st.token > kInt32Max / spec.page_size)
       return "kv_page_stride = " + str(st.page) + ", kv_token_stride = " + str(st.token) +
-             ": the kernels need both below 2^31 elements";
+             ": the kernels need the page stride and page_size (" + str(spec.page_size) +
+             ") times the token stride below 2^31 elements";
     const int64_t pages = ceilDiv(a.max_kv_len, spec.page_size);
     if (a.block_table_stride < pages)
       return "max_kv_len = " + str(a.max_kv_len) + " needs " + str(pages) + " pages of " +

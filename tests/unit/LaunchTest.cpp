@@ -114,8 +114,11 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
       {"kv_head_stride = 100 elements is not a multiple of 8",
        [](AttentionArgs &a) { a.kv_head_stride = 100; }},
       {"kv_page_stride = -8 is negative", [](AttentionArgs &a) { a.kv_page_stride = -8; }},
-      {"kv_page_stride = 2147483648, kv_token_stride = 256: the kernels need both below 2^31",
+      {"kv_page_stride = 2147483648, kv_token_stride = 256: the kernels need the page stride and "
+       "page_size (16) times the token stride below 2^31",
        [](AttentionArgs &a) { a.kv_page_stride = int64_t(1) << 31; }},
+      {"kv_page_stride = 4096, kv_token_stride = 134217728: the kernels need",
+       [](AttentionArgs &a) { a.kv_token_stride = int64_t(1) << 27; }},
       {"workspace is a null pointer: 3 KV splits need 4 * 8 * 129 * 4 bytes",
        [](AttentionArgs &a) { a.num_splits = 3; }},
   };

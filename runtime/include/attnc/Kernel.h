@@ -54,7 +54,9 @@ struct AttentionArgs {
   /// elements from k (and from v: the two share a layout). 0 takes the
   /// stride of [num_pages, page_size, num_kv_heads, head_dim]: page_size *
   /// num_kv_heads * head_dim, num_kv_heads * head_dim, head_dim. Multiples of
-  /// 8 elements (16 bytes); the page and token strides below 2^31. So a
+  /// 8 elements (16 bytes); the page stride and page_size times the token
+  /// stride below 2^31. The kernels read the rows of pages 0..num_pages - 1
+  /// at these strides: the caller's allocation must hold them. So a
   /// cache laid out [num_pages, num_kv_heads, page_size, head_dim], or one
   /// pool of pages per KV head, or K and V pages side by side in one
   /// allocation, is read where it is.
