@@ -299,6 +299,14 @@ class TestPagedLayouts(unittest.TestCase):
             block_table=FakeCudaArray((2, 5), "<i4"), seq_lens_k=FakeCudaArray((2,), "<i4"),
             max_seqlen_k=80)
         self.assertTrue(spec.startswith("mode=decode,head_dim=64,"), spec)
+        # One KV head: its stride means nothing, so k and v may differ there.
+        k = FakeCudaArray((10, 16, 1, 64), strides=(4096, 128, 14, 2))
+        v = FakeCudaArray((10, 16, 1, 64), strides=(4096, 128, 0, 2))
+        spec = TestPlanDerivesItsSpec().asked(
+            FakeCudaArray((2, 8, 64)), k, v, cu_seqlens_q=FakeCudaArray((3,), "<i4"),
+            max_seqlen_q=1, block_table=FakeCudaArray((2, 5), "<i4"),
+            seq_lens_k=FakeCudaArray((2,), "<i4"), max_seqlen_k=80)
+        self.assertIn(",gqa=8,", spec)
 
     def test_layouts_that_cannot_be_read_are_named(self):
         q = FakeCudaArray((2, 8, 64))

@@ -498,23 +498,28 @@ def _dims(t):
 
 def _cache_strides(kv_, vv):
     """The paged cache's (page, token, head) strides in elements for attnc_args, 0 where a
-    dimension of one entry makes the stride meaningless (the runtime's default)."""
-    if kv_.strides != vv.strides:
+    dimension of one entry makes the stride meaningless (the runtime's default); k and v
+    must agree on the others."""
+    def strides(view, name):
+        if view.shape[3] > 1 and view.strides[3] != 1:
+            raise AttncError(f"{name}'s head_dim is not contiguous (strides {view.strides}): "
+                             "each row of a head must be head_dim consecutive elements")
+        out = []
+        for what, n, stride in zip(("page", "token", "head"), view.shape[:3], view.strides[:3]):
+            if n > 1 and stride <= 0:
+                raise AttncError(f"{name}'s {what} stride is {stride} (strides {view.strides}): "
+                                 f"each {what} must have rows of its own")
+            if n > 1 and stride % 8:
+                raise AttncError(f"{name}'s {what} stride of {stride} elements is not a multiple "
+                                 "of 8: the kernels copy rows in 16-byte pieces")
+            out.append(stride if n > 1 else 0)
+        return tuple(out)
+
+    k, v = strides(kv_, "k"), strides(vv, "v")
+    if k != v:
         raise AttncError(f"k has strides {kv_.strides} but v has {vv.strides}: the two must "
                          "share a layout")
-    if kv_.shape[3] > 1 and kv_.strides[3] != 1:
-        raise AttncError(f"k's head_dim is not contiguous (strides {kv_.strides}): each row "
-                         "of a head must be head_dim consecutive elements")
-    out = []
-    for name, n, stride in zip(("page", "token", "head"), kv_.shape[:3], kv_.strides[:3]):
-        if n > 1 and stride <= 0:
-            raise AttncError(f"k's {name} stride is {stride} (strides {kv_.strides}): each "
-                             f"{name} must have rows of its own")
-        if n > 1 and stride % 8:
-            raise AttncError(f"k's {name} stride of {stride} elements is not a multiple of 8: "
-                             "the kernels copy rows in 16-byte pieces")
-        out.append(stride if n > 1 else 0)
-    return tuple(out)
+    return k
 
 
 def _need(view, name, dims=None, dtype=None):
