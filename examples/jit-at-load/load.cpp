@@ -5,7 +5,10 @@
 // prefill), decode, a sliding-window variant. Runtime::prepare gets them all
 // at load time, compiling the missing ones in parallel, and prints three
 // timings: cold (an empty kernel cache: pipeline + NVRTC), disk-warm (a new
-// runtime over the same cache, as a restarted server) and memory-warm.
+// runtime over the same cache, as a restarted server) and memory-warm. With
+// a CUDA driver, NVRTC's output also goes through the driver's compute cache
+// (~/.nv/ComputeCache): cold is a full compile only the first time this
+// machine sees these kernels, or with CUDA_CACHE_DISABLE=1.
 //
 //   attn-jit-at-load-example [--threads N]
 //
@@ -77,6 +80,9 @@ int main(int argc, char **argv) {
   };
   std::printf("%s (%s), kernel cache %s\n", rt->deviceName().c_str(), rt->arch().c_str(),
               cacheDir.c_str());
+  if (!attn::CudaDriver::computeCacheOff())
+    std::printf("(the driver's compute cache is on: kernels this machine compiled before come "
+                "back from it; CUDA_CACHE_DISABLE=1 times full compiles)\n");
   bool ok = timed(*rt, "cold") && timed(*rt, "memory-warm");
   std::unique_ptr<attn::Runtime> restarted = attn::Runtime::create(error, cacheDir);
   ok = ok && restarted && timed(*restarted, "disk-warm");

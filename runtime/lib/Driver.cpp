@@ -4,6 +4,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace attn {
@@ -80,6 +82,11 @@ const CudaDriver *CudaDriver::get(std::string &error) {
     return nullptr;
   }
   return &driver;
+}
+
+bool CudaDriver::computeCacheOff() {
+  const char *v = std::getenv("CUDA_CACHE_DISABLE");
+  return v && std::strcmp(v, "1") == 0;
 }
 
 std::string CudaDriver::describe(CUresult rc, const char *what) const {

@@ -26,6 +26,13 @@ struct CudaDriver {
 
   /// "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (invalid argument)".
   std::string describe(CUresult rc, const char *what) const;
+
+  /// Whether the driver's compute cache is off (CUDA_CACHE_DISABLE=1). With
+  /// a driver installed, NVRTC's cubins go through that cache too
+  /// (~/.nv/ComputeCache, or CUDA_CACHE_PATH): a kernel this machine
+  /// compiled before, in any process, comes back from it in a fraction of a
+  /// compile, so a "cold" compile time means a full compile only with it off.
+  static bool computeCacheOff();
 };
 
 } // namespace attn
