@@ -210,6 +210,15 @@ def window_shuffle(pages, gen, window=64):
                       for i in range(0, pages, window)])
 
 
+def window_aligned(shape, like):
+    """An empty tensor of `shape` with `like`'s dtype and device that starts on a 2 MiB
+    boundary (the GPU's large page, serving.WINDOW_BYTES)."""
+    nbytes = math.prod(shape) * like.element_size()
+    raw = torch.empty(nbytes + serving.WINDOW_BYTES, dtype=torch.uint8, device=like.device)
+    start = -raw.data_ptr() % serving.WINDOW_BYTES
+    return raw[start:start + nbytes].view(like.dtype).view(shape)
+
+
 def permuted_cache(d, perm, slots=None):
     """decode_inputs' row `d` as a paged cache of `slots` pages (default: as many as the
     row has) whose page i lies at slot perm[i] (CUDA, distinct slots): (K, V, the [B, pages
@@ -217,12 +226,7 @@ def permuted_cache(d, perm, slots=None):
     boundary (the GPU's large page), so that the tables' windows of 64 slots are the
     GPU's pages in both."""
     ko = d["ko"]
-    shape = (2, slots or ko.shape[0]) + tuple(ko.shape[1:])
-    nbytes = math.prod(shape) * ko.element_size()
-    raw = torch.empty(nbytes + serving.WINDOW_BYTES, dtype=torch.uint8, device=ko.device)
-    start = -raw.data_ptr() % serving.WINDOW_BYTES
-    kv = raw[start:start + nbytes].view(ko.dtype).view(shape)
-    kp, vp = kv[0], kv[1]
+    kp, vp = window_aligned((2, slots or ko.shape[0]) + tuple(ko.shape[1:]), ko)
     kp[perm], vp[perm] = ko, d["vo"]
     return kp, vp, perm.view(d["b"], d["pages_per_seq"]).to(torch.int32)
 

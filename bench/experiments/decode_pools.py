@@ -28,11 +28,8 @@ def laid_out(d, perm, slots, layout):
         return bench.permuted_cache(d, perm, slots)
     ko = d["ko"]
     _, page, hkv, hd = ko.shape
-    shape = (2, hkv, slots, page, hd) if layout == "pool" else (2, slots, hkv, page, hd)
-    nbytes = 2 * slots * page * hkv * hd * ko.element_size()
-    raw = torch.empty(nbytes + serving.WINDOW_BYTES, dtype=torch.uint8, device=ko.device)
-    start = -raw.data_ptr() % serving.WINDOW_BYTES
-    kv = raw[start:start + nbytes].view(ko.dtype).view(shape)
+    kv = bench.window_aligned((2, hkv, slots, page, hd) if layout == "pool" else
+                              (2, slots, hkv, page, hd), ko)
     # Both as [slots, page, hkv, hd] views of their layout.
     order = (1, 2, 0, 3) if layout == "pool" else (0, 2, 1, 3)
     kp, vp = (kv[i].permute(*order) for i in range(2))
