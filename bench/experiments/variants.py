@@ -63,6 +63,15 @@ which times it on its spec's rows and checks its output against the emitted
 kernel's on the same inputs. The edits find their places by text in the
 emitted source of the commit named in the README; a source without one of
 them is refused with the place named, and nothing is written.
+  variants.py decode-successor EMITTED.cu OUTDIR
+      the same emitted decode kernel whose unsplit blocks, a few tiles before
+      their end, warm the L2 for the block that will take their place on the
+      SM (the block 2 x SMs later in launch order): its block-table line
+      alone (decode_succ_table3.cu, 3 tiles before the end), or also its
+      first two K/V tiles, the table entries read 3 or 5 tiles before the
+      end and the rows prefetched a tile later (decode_succ_tiles3.cu,
+      decode_succ_tiles5.cu): whether a block's start, two reads in a row
+      (table entries, then K/V), costs the launch what the grid cannot hide
   variants.py prefill-params EMITTED.cu OUTDIR
       an emitted prefill kernel over a contiguous cache as emitted
       (new_params.cu), and with the kernel arguments as they were before the
@@ -495,6 +504,56 @@ def decode_kv_release(emitted, outdir):
                                                                      emitted)})
 
 
+SUCCESSOR_STATE = r'''
+    // bench/experiments decode-successor: the block that takes this one's place
+    // on its SM when it ends, taken to be the one SUCC_PER_SM x SMs later in
+    // launch order (unsplit launches, where grid x is 1: y = KV head, z = sequence).
+    unsigned succ_sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(succ_sms));
+    const unsigned succ_block = blockIdx.y + gridDim.y * blockIdx.z + SUCC_PER_SM * succ_sms;
+    const bool succ_on = kPipes == 1 && gridDim.x == 1 && !clustered && succ_block < gridDim.y * gridDim.z;
+    const int succ_head = succ_block % gridDim.y, succ_seq = succ_block / gridDim.y;
+    const int *succ_table = reinterpret_cast<const int *>(p.block_table) + (i64)succ_seq * p.block_table_stride;
+    int succ_entry = -1; // SUCC_TILES: the page of the successor's first tiles this thread warms
+'''
+
+SUCCESSOR_LOOP = r'''#if SUCC_TILES
+      // the successor's first two tiles: thread t warms token t % 16 of page t / 16
+      // (4 pages a tile), K and V, its head's 256-byte row (two lines each)
+      if (succ_on && j == mine.hi - SUCC_AT) {
+        const int i = tid / 16;
+        succ_entry = i < p.block_table_stride ? __ldg(succ_table + i) : -1;
+      }
+      if (succ_on && j == mine.hi - SUCC_AT + 1 && static_cast<unsigned>(succ_entry) < static_cast<unsigned>(kv.num_pages)) {
+        const i64 at = (i64)succ_entry * kv.page_stride + (tid % 16) * kv.token_stride + succ_head * kv.head_stride;
+        const char *k = reinterpret_cast<const char *>(kv.k + at), *v = reinterpret_cast<const char *>(kv.v + at);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(k));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(k + 128));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(v));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(v + 128));
+      }
+#else
+      if (succ_on && j == mine.hi - SUCC_AT && tid == 0) // the successor's first table entries
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(succ_table));
+#endif
+'''
+
+
+def decode_successor(emitted, outdir):
+    src = read(emitted)
+    files = {}
+    # (name, also the first two tiles, tiles before the end the table is read at)
+    for name, tiles, at in (("table3", 0, 3), ("tiles3", 1, 3), ("tiles5", 1, 5)):
+        s = replace_once(src, '#include "attn/decode.cuh"\n', '#include "attn/decode.cuh"\n#define SUCC_PER_SM 2\n'
+                         "#define SUCC_TILES %d\n#define SUCC_AT %d\n" % (tiles, at), "decode.cuh include", emitted)
+        loop = "    int stage = 0, free_stage = Cfg::kStages - 1;\n"
+        s = replace_once(s, loop, loop + SUCCESSOR_STATE, "the loop's stages", emitted)
+        shift = "      next[Cfg::kTableAhead - 1] = Copy::Lookups(kv, (ahead + Cfg::kTableAhead) * Cfg::kTileKV);\n"
+        s = replace_once(s, shift, shift + SUCCESSOR_LOOP, "the table ring's shift", emitted)
+        files["decode_succ_%s.cu" % name] = s
+    write_all(outdir, files)
+
+
 def prefill_params(emitted, outdir):
     src = read(emitted)
     require(src, "using Cache = KVCache<Elem, 0, Cfg::kHeadDim>;", "contiguous cache", emitted)
@@ -517,12 +576,14 @@ USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUT
          " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR |"
          " decode-cols EMITTED.cu OUTDIR | decode-delay EMITTED.cu OUTDIR |"
          " decode-persistent EMITTED.cu OUTDIR | decode-kv-release EMITTED.cu OUTDIR |"
+         " decode-successor EMITTED.cu OUTDIR |"
          " prefill-params EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
             "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
             "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2),
             "decode-cols": (decode_cols, 2), "decode-delay": (decode_delay, 2),
             "decode-persistent": (decode_persistent, 2), "decode-kv-release": (decode_kv_release, 2),
+            "decode-successor": (decode_successor, 2),
             "prefill-params": (prefill_params, 2)}
 
 
