@@ -83,7 +83,9 @@ def summary(log_dir):
     check = read(os.path.join(log_dir, "gpu-check.log"))
     result = {
         "gpu": next((l for l in check if l.startswith("GPU ")), ""),
-        "numerics": next((l for l in check if re.match(r"^\d+ specs, \d+ failed", l)), "no numerics log"),
+        # "N checks (...), M failed (...)"; before the layouts were checked too, "N specs, M failed"
+        "numerics": next((l for l in check if re.match(r"^\d+ (specs|checks)\b.*, \d+ failed", l)),
+                         "no total line in gpu-check.log" if check else "no numerics log"),
         "launch_contract": check[check.index("The launch contract:") + 1:]
         if "The launch contract:" in check else [],
         "sanitizers": {t: (read(os.path.join(log_dir, t + ".log")) or ["not run"])[-1].strip("= ")
