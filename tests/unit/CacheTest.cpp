@@ -65,7 +65,9 @@ TEST_CASE("a kernel compiles once, then comes from memory, then from disk in a n
   REQUIRE(disk);
   CHECK(disk.source == CacheSource::Disk);
   CHECK(disk.binary->cubin == cold.binary->cubin);
+  CHECK(cold.binary->registers > 0); // ptxas' report, kept with the entry
   CHECK(disk.binary->registers == cold.binary->registers);
+  CHECK(disk.binary->spillStoreBytes == cold.binary->spillStoreBytes);
   std::printf("kernel cache: cold NVRTC %.3f s, disk hit %.3f ms, memory hit %.1f us\n",
               cold.seconds, disk.seconds * 1e3, warm.seconds * 1e6);
   CHECK(warm.seconds < 1e-3);
@@ -164,6 +166,9 @@ TEST_CASE("a source with a pair kernel keeps both modules, on disk too; a damage
   CHECK(disk.source == CacheSource::Disk);
   CHECK(disk.binary->cubin == cold.binary->cubin);
   CHECK(disk.binary->pairCubin == cold.binary->pairCubin);
+  CHECK(cold.binary->registers > 0); // ptxas' report of both programs, kept with the entry
+  CHECK(disk.binary->registers == cold.binary->registers);
+  CHECK(disk.binary->spillStoreBytes == cold.binary->spillStoreBytes);
   {
     // The pair module is the entry's last bytes.
     std::fstream f(entryPath(cache), std::ios::in | std::ios::out | std::ios::binary);
