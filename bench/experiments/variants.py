@@ -58,7 +58,7 @@
       and a half in flight while a tile is computed); and both
       (decode_kv_release_3_blocks.cu)
 
-Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuCheck.cpp),
+Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuBench.cpp),
 which times it on its spec's rows and checks its output against the emitted
 kernel's on the same inputs. The edits find their places by text in the
 emitted source of the commit named in the README; a source without one of
