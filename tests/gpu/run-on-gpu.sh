@@ -38,7 +38,10 @@ for arg in "$@"; do
   esac
 done
 logs="${logs:-${OUT:-$root/gpu-logs}}"
-mkdir -p "$logs" && [ -w "$logs" ] || { echo "cannot write the log folder $logs" >&2; exit 2; }
+if ! mkdir -p "$logs" || [ ! -w "$logs" ]; then
+  echo "cannot write the log folder $logs" >&2
+  exit 2
+fi
 pack="${ATTNC_GPU_BIN:-$root/build-static/pack}"
 check="$pack/attn-gpu-check"
 [ -x "$check" ] || { echo "no $check: run tests/gpu/pack.sh on the build machine" >&2; exit 2; }
