@@ -409,11 +409,9 @@ def decode_keys_as_m(emitted, outdir):
         ("        decode_mask<Block>(s,", "        keys_as_m_mask<Block>(s,", "the mask"),
         ("      decode_pv<Block>(state, s, smem_v(stage), warp);",
          "      keys_as_m_pv<Block>(state, s, smem_v(stage), warp);", "P V"),
-        ("      decode_store<Block>(state, scratch, row0, rows, sink);",
-         "      keys_as_m_store<Block>(state, scratch, row0, rows, sink);", "the store"),
         # the cluster's merge stays the emitted kernel's: clustered blocks take decode_block
-        ("    if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
-         "    else\n", "", "the cluster's store"),
+        ("    decode_store_rows<Block>(state, scratch, row0, rows, sink, clustered);",
+         "    keys_as_m_store<Block>(state, scratch, row0, rows, sink);", "the store"),
     )
     s = edited_decode_block(emitted, "decode_block_keys_as_m", edits, "decode_keys_as_m.cuh.in")
     # with the emitted block for clusters, and (only) without it: a cluster's
@@ -443,8 +441,7 @@ def decode_cols(emitted, outdir):
         ("    cp_async_wait<0>();\n    __syncthreads();\n",
          "    cp_async_wait<0>();\n    if (row0 + Cfg::kTileQ < rows)\n      __syncthreads(); // the next rows reuse "
          "the stages\n", "the barrier after the loop"),
-        ("    if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
-         "    else\n      decode_store<Block>(state, scratch, row0, rows, sink);\n",
+        ("    decode_store_rows<Block>(state, scratch, row0, rows, sink, clustered);\n",
          "    cols_store<Block>(state, row0, rows, sink, warp);\n", "the store"),
     )
     s = edited_decode_block(emitted, "decode_block_cols", edits, "decode_cols.cuh.in")

@@ -435,7 +435,7 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
     // attn-split-kv: the splits as the two pipelines of a block, which merges
     // them in its own shared memory (decode_block<2>), and with four splits
     // the two blocks of a (sequence, KV head) as one cluster that merges them
-    // (decode_store_cluster): no merge kernel, nothing written to the workspace.
+    // (decode_store_rows): no merge kernel, nothing written to the workspace.
     const int blocks = splits / 2;
     if (blocks == 1) {
       rc = cu_->cuLaunchKernel(pair_, 1, args.num_kv_heads, args.batch, 2 * shape_.threads, 1, 1,
@@ -449,7 +449,7 @@ bool Kernel::launch(const AttentionArgs &args, CUstream stream, std::string &err
   } else if (clustered) {
     // attn-split-kv on sm_90a: the splits of each (sequence, KV head) run as
     // one thread-block cluster and merge their results through distributed
-    // shared memory (decode_store_cluster): no merge kernel, nothing written
+    // shared memory (decode_store_rows): no merge kernel, nothing written
     // to the workspace.
     CUlaunchAttribute cluster;
     const CUlaunchConfig config =

@@ -301,18 +301,26 @@ ATTN_DEVICE void store_row_pair(float2 o, float m, float l, int row, int col, co
 /// Merges the warps' states (each saw different keys of every tile) and
 /// writes the block's rows (DecodeScratch::put_warp_shares). `scratch` is
 /// the shared memory of the K/V stages; the caller has finished with it.
+/// The block's rows once its warps' shares are in `merge`
+/// (DecodeScratch::put_warp_shares): each element the sum of the shares.
 template <class Cfg>
-ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
-                              const DecodeSink<Cfg> &sink) {
+ATTN_DEVICE void store_block_rows(const DecodeScratch<Cfg> &merge, int row0, int rows,
+                                  const DecodeSink<Cfg> &sink) {
   constexpr int kPairs = Cfg::kHeadDim / 2;
-  const DecodeScratch<Cfg> merge(scratch);
-  merge.put_warp_shares(warp_state, rows - row0);
   for (int e = threadIdx.x; e < 16 * kPairs; e += Cfg::kThreads) {
     const int row = e / kPairs, col = 2 * (e % kPairs);
     if (row0 + row < rows)
       store_row_pair<Cfg>(merge.block_sum(row, col), merge.block_ml[row * 2], merge.block_ml[row * 2 + 1],
                           row0 + row, col, sink);
   }
+}
+
+template <class Cfg>
+ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
+                              const DecodeSink<Cfg> &sink) {
+  const DecodeScratch<Cfg> merge(scratch);
+  merge.put_warp_shares(warp_state, rows - row0);
+  store_block_rows<Cfg>(merge, row0, rows, sink);
   if (row0 + Cfg::kTileQ < rows)
     __syncthreads(); // the scratch is reused by the next rows
 }
@@ -399,7 +407,7 @@ ATTN_DEVICE float2 load2_from_block(const float *local, unsigned rank) {
   return v;
 }
 
-/// decode_store_cluster for K/V stages too small for ClusterGather: each
+/// A cluster's merge (decode_store_rows) for K/V stages too small for ClusterGather: each
 /// block merges its warps into its own shared memory (its normalised rows
 /// and their (m, l)); after a cluster barrier, attn-split-kv: the rescale
 /// rule over the blocks, once per row: the block's weight in row r is
@@ -479,65 +487,90 @@ struct ClusterGather {
         owned((kChunks + blocks - 1) / blocks * Cfg::kThreads) {}
 };
 
-/// decode_store for a block of a cluster of splits (see cluster_place).
+/// The rows of a block of a cluster of splits (see cluster_place), once its
+/// warps' shares are in `merge` (DecodeScratch::put_warp_shares) and every
+/// block of the cluster is past its KV loop (the caller's cluster_wait).
 /// attn-split-kv: the rescale rule over the blocks, once per row: block b's
 /// weight in row r is exp2(m_b - m) l_b / l with m = max m_b and
 /// l = sum exp2(m_b - m) l_b (attn-safe-init: a block that saw no visible
-/// key weighs 0; when none did, the row is 0). Each block merges its warps
-/// into its own shared memory; then every block sends its normalised values
-/// of each chunk of the rows, and its (m, l) per row, to the block that owns
-/// the chunk (ClusterGather, through distributed shared memory), and each
-/// block writes its own chunks as the weighted sum of what it gathered. Two
-/// cluster barriers: the first (arrived on at once, waited on after the
-/// block's own merge) frees every block's K/V stages for the others' rows,
-/// the second makes those rows visible; no block reads another's shared
-/// memory, so a block may leave as soon as it has written its chunks.
+/// key weighs 0; when none did, the row is 0). Every block sends its
+/// normalised values of each chunk of the rows, and its (m, l) per row, to
+/// the block that owns the chunk (ClusterGather, through distributed shared
+/// memory), and each block writes its own chunks as the weighted sum of what
+/// it gathered. After the cluster barrier that makes those rows visible, no
+/// block reads another's shared memory, so a block may leave as soon as it
+/// has written its chunks.
 template <class Cfg>
-ATTN_DEVICE void decode_store_cluster(DecodeState<Cfg> &warp_state, float *scratch, int row0,
-                                      int rows, const DecodeSink<Cfg> &sink) {
+ATTN_DEVICE void store_cluster_rows(const DecodeScratch<Cfg> &merge, float *scratch, int row0, int rows,
+                                    const DecodeSink<Cfg> &sink) {
   using Gather = ClusterGather<Cfg>;
   constexpr int kPairs = Gather::kPairs, kChunks = Gather::kChunks, kMaxBlocks = Gather::kMaxBlocks;
-  if constexpr (!Gather::kFits) {
-    decode_store_cluster_reading<Cfg>(warp_state, scratch, row0, rows, sink);
+  const ClusterPlace cluster = cluster_place();
+  const int blocks = min(static_cast<int>(cluster.blocks), kMaxBlocks); // the runtime keeps it <= 16
+  const Gather gather(scratch, blocks);
+  const int rank = static_cast<int>(cluster.rank);
+  // Not unrolled: this runs once per block, and unrolled it took a tenth of
+  // the decode module's NVRTC compile.
+#pragma unroll 1
+  for (int c = 0; c < kChunks; ++c) { // this thread's pair of every chunk, to the chunk's owner
+    const int e = c * Cfg::kThreads + threadIdx.x, row = e / kPairs;
+    if (e < 16 * kPairs && row0 + row < rows)
+      store2_to_block(&gather.pairs[(rank * gather.owned + c / blocks * Cfg::kThreads + threadIdx.x) * 2],
+                      c % blocks, merge.block_sum(row, 2 * (e % kPairs)));
+  }
+  if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
+    const int row = threadIdx.x;
+    const float2 ml = make_float2(merge.block_ml[row * 2], merge.block_ml[row * 2 + 1]);
+    for (int b = 0; b < blocks; ++b)
+      store2_to_block(&gather.ml[(rank * 16 + row) * 2], b, ml);
+  }
+  cluster_sync(); // every block's rows are in their owners' shared memory
+  if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
+    const int row = threadIdx.x;
+    merge.weigh_blocks(
+        row, blocks, [&](int b) { return gather.ml[(b * 16 + row) * 2]; },
+        [&](int b) { return gather.ml[(b * 16 + row) * 2 + 1]; });
+  }
+  __syncthreads(); // the rows' weights
+  for (int c = rank, slot = threadIdx.x; c < kChunks; c += blocks, slot += Cfg::kThreads) {
+    const int e = c * Cfg::kThreads + threadIdx.x, row = e / kPairs;
+    if (e >= 16 * kPairs || row0 + row >= rows)
+      continue;
+    const float2 o = merge.weighted_sum(row, blocks, [&](int b) {
+      return *reinterpret_cast<const float2 *>(&gather.pairs[(b * gather.owned + slot) * 2]);
+    });
+    store_row_pair<Cfg>(o, merge.cluster_ml[row * 2], merge.cluster_ml[row * 2 + 1], row0 + row,
+                        2 * (e % kPairs), sink);
+  }
+}
+
+/// The end of a decode block's rows: its warps merge (put_warp_shares) and
+/// it writes them (store_block_rows) or, as a block of a cluster of splits
+/// (`clustered`), merges them with the cluster's other blocks first
+/// (store_cluster_rows; decode_store_cluster_reading where the K/V stages
+/// are too small for ClusterGather). The warps' merge is one piece of code
+/// for both ends, which keeps the kernel's NVRTC compile shorter. Two
+/// cluster barriers: the first (arrived on at once, waited on after the
+/// block's own merge) frees every block's K/V stages for the others' rows,
+/// the second (in store_cluster_rows) makes those rows visible.
+template <class Cfg>
+ATTN_DEVICE void decode_store_rows(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
+                                   const DecodeSink<Cfg> &sink, bool clustered) {
+  if constexpr (!ClusterGather<Cfg>::kFits) {
+    if (clustered)
+      decode_store_cluster_reading<Cfg>(warp_state, scratch, row0, rows, sink);
+    else
+      decode_store<Cfg>(warp_state, scratch, row0, rows, sink);
   } else {
     const DecodeScratch<Cfg> merge(scratch);
-    const ClusterPlace cluster = cluster_place();
-    const int blocks = min(static_cast<int>(cluster.blocks), kMaxBlocks); // the runtime keeps it <= 16
-    const Gather gather(scratch, blocks);
-    const int rank = static_cast<int>(cluster.rank);
-    cluster_arrive(); // this block is past its KV loop (the caller's barrier): its stages are free
+    if (clustered)
+      cluster_arrive(); // this block is past its KV loop (the caller's barrier): its stages are free
     merge.put_warp_shares(warp_state, rows - row0);
-    cluster_wait(); // every block is past its KV loop: their stages may take this block's rows
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) { // this thread's pair of every chunk, to the chunk's owner
-      const int e = c * Cfg::kThreads + threadIdx.x, row = e / kPairs;
-      if (e < 16 * kPairs && row0 + row < rows)
-        store2_to_block(&gather.pairs[(rank * gather.owned + c / blocks * Cfg::kThreads + threadIdx.x) * 2],
-                        c % blocks, merge.block_sum(row, 2 * (e % kPairs)));
-    }
-    if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
-      const int row = threadIdx.x;
-      const float2 ml = make_float2(merge.block_ml[row * 2], merge.block_ml[row * 2 + 1]);
-      for (int b = 0; b < blocks; ++b)
-        store2_to_block(&gather.ml[(rank * 16 + row) * 2], b, ml);
-    }
-    cluster_sync(); // every block's rows are in their owners' shared memory
-    if (threadIdx.x < 16 && row0 + static_cast<int>(threadIdx.x) < rows) {
-      const int row = threadIdx.x;
-      merge.weigh_blocks(
-          row, blocks, [&](int b) { return gather.ml[(b * 16 + row) * 2]; },
-          [&](int b) { return gather.ml[(b * 16 + row) * 2 + 1]; });
-    }
-    __syncthreads(); // the rows' weights
-    for (int c = rank, slot = threadIdx.x; c < kChunks; c += blocks, slot += Cfg::kThreads) {
-      const int e = c * Cfg::kThreads + threadIdx.x, row = e / kPairs;
-      if (e >= 16 * kPairs || row0 + row >= rows)
-        continue;
-      const float2 o = merge.weighted_sum(row, blocks, [&](int b) {
-        return *reinterpret_cast<const float2 *>(&gather.pairs[(b * gather.owned + slot) * 2]);
-      });
-      store_row_pair<Cfg>(o, merge.cluster_ml[row * 2], merge.cluster_ml[row * 2 + 1], row0 + row,
-                          2 * (e % kPairs), sink);
+    if (clustered) {
+      cluster_wait(); // every block is past its KV loop: their stages may take this block's rows
+      store_cluster_rows<Cfg>(merge, scratch, row0, rows, sink);
+    } else {
+      store_block_rows<Cfg>(merge, row0, rows, sink);
     }
     if (row0 + Cfg::kTileQ < rows)
       __syncthreads(); // the scratch is reused by the next rows (no other block touches it now)

@@ -45,7 +45,7 @@ struct Params {
 /// "<name>_merge" kernel follows on grid (max q_len, num_q_heads, batch)
 /// with merge_threads threads, unless cluster_merge: then (sm_90a) the
 /// runtime may launch the splits of each (sequence, KV head) as one
-/// thread-block cluster that merges them itself (decode_store_cluster); with
+/// thread-block cluster that merges them itself (decode_store_rows); with
 /// pair_shared_bytes > 0 there is also "<name>_pair": 2 * threads threads
 /// and pair_shared_bytes of shared memory, two splits as the two pipelines
 /// of one block, grid (num_splits / 2, num_kv_heads, batch). The runtime

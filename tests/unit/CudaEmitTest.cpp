@@ -154,7 +154,7 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   for (const char *step : {"attn-share-kv-heads: one block per KV head",
                            "kGroup = 8", "attn-split-kv: this block's share of them",
                            "split_range(tiles.lo, tiles.hi, split, p.num_splits)",
-                           "decode_mask<Block>", "decode_store<Block>", "_merge(const Params p)",
+                           "decode_mask<Block>", "decode_store_rows<Block>", "_merge(const Params p)",
                            "merge_splits<Cfg>", "attn-page-kv: the K and V rows of tile j, found through the block table"})
     CHECK(src.find(step) != std::string::npos);
   CHECK(shape.decode);
@@ -187,8 +187,7 @@ TEST_CASE("the decode kernel packs the GQA group, splits the KV range and merges
   CHECK(evenly < blockBarrier);
   CHECK(src.find("const bool partial = kPipes == 1 && p.num_splits > 1 && !clustered;") !=
         std::string::npos);
-  CHECK(src.find("if (clustered)\n      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
-                 "    else\n      decode_store<Block>(state, scratch, row0, rows, sink);") !=
+  CHECK(src.find("decode_store_rows<Block>(state, scratch, row0, rows, sink, clustered);") !=
         std::string::npos);
   CHECK(src.find("_pair(const Params p) {\n  decode_block<2>(p);\n}") != std::string::npos);
   // ... compiled as a program of its own: the source holds it, and the other

@@ -208,10 +208,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "    allow_merge_launch(); // sm_90a: the merge kernel may be scheduled (it waits for this one)\n"
     << "    // attn-split-kv: merge the warps' states (the block's pipelines', and a cluster's\n"
     << "    // splits); attn-online-softmax: out = acc / l" << (plan.lse ? ", lse = m + log l" : "") << ".\n"
-    << "    if (clustered)\n"
-    << "      decode_store_cluster<Block>(state, scratch, row0, rows, sink);\n"
-    << "    else\n"
-    << "      decode_store<Block>(state, scratch, row0, rows, sink);\n"
+    << "    decode_store_rows<Block>(state, scratch, row0, rows, sink, clustered);\n"
     << "  }\n}\n\n";
   if (pairs)
     o << "// attn-split-kv: splits as the two pipelines of a block (launch: pair_shared_bytes).\n"
