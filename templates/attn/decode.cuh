@@ -298,9 +298,6 @@ ATTN_DEVICE void store_row_pair(float2 o, float m, float l, int row, int col, co
   }
 }
 
-/// Merges the warps' states (each saw different keys of every tile) and
-/// writes the block's rows (DecodeScratch::put_warp_shares). `scratch` is
-/// the shared memory of the K/V stages; the caller has finished with it.
 /// The block's rows once its warps' shares are in `merge`
 /// (DecodeScratch::put_warp_shares): each element the sum of the shares.
 template <class Cfg>
@@ -315,6 +312,10 @@ ATTN_DEVICE void store_block_rows(const DecodeScratch<Cfg> &merge, int row0, int
   }
 }
 
+/// Merges the warps' states (each saw different keys of every tile) and
+/// writes the block's rows (DecodeScratch::put_warp_shares). `scratch` is
+/// the shared memory of the K/V stages; the caller has finished with it.
+/// decode_store_rows takes it where a cluster's merge cannot gather.
 template <class Cfg>
 ATTN_DEVICE void decode_store(DecodeState<Cfg> &warp_state, float *scratch, int row0, int rows,
                               const DecodeSink<Cfg> &sink) {
