@@ -80,9 +80,8 @@ int main(int argc, char **argv) {
   };
   std::printf("%s (%s), kernel cache %s\n", rt->deviceName().c_str(), rt->arch().c_str(),
               cacheDir.c_str());
-  if (!attn::CudaDriver::computeCacheOff())
-    std::printf("(the driver's compute cache is on: kernels this machine compiled before come "
-                "back from it; CUDA_CACHE_DISABLE=1 times full compiles)\n");
+  if (const std::string notice = attn::CudaDriver::computeCacheNotice(); !notice.empty())
+    std::printf("%s\n", notice.c_str());
   bool ok = timed(*rt, "cold") && timed(*rt, "memory-warm");
   std::unique_ptr<attn::Runtime> restarted = attn::Runtime::create(error, cacheDir);
   ok = ok && restarted && timed(*restarted, "disk-warm");

@@ -89,6 +89,13 @@ bool CudaDriver::computeCacheOff() {
   return v && std::strcmp(v, "1") == 0;
 }
 
+std::string CudaDriver::computeCacheNotice() {
+  if (computeCacheOff())
+    return "";
+  return "(the driver's compute cache is on: kernels this machine compiled before come back from "
+         "it; CUDA_CACHE_DISABLE=1 times full compiles)";
+}
+
 std::string CudaDriver::describe(CUresult rc, const char *what) const {
   const char *name = nullptr, *text = nullptr;
   if (cuGetErrorName)

@@ -285,9 +285,8 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
 int jitTimings(Gpu &g, const std::vector<std::string> &specs) {
   char tmpl[] = "/tmp/attnc-jit.XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  if (!CudaDriver::computeCacheOff())
-    std::printf("(the driver's compute cache is on: a kernel this machine compiled before comes back "
-                "from it; CUDA_CACHE_DISABLE=1 times full compiles)\n");
+  if (const std::string notice = CudaDriver::computeCacheNotice(); !notice.empty())
+    std::printf("%s\n", notice.c_str());
   std::printf("%-60s %10s %10s %10s\n", "spec (JIT through the kernel cache)", "cold s", "disk ms",
               "memory us");
   int failures = 0;

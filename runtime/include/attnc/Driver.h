@@ -33,6 +33,9 @@ struct CudaDriver {
   /// compiled before, in any process, comes back from it in a fraction of a
   /// compile, so a "cold" compile time means a full compile only with it off.
   static bool computeCacheOff();
+  /// The line a tool that times cold compiles prints while that cache is on
+  /// (it says so and how to turn it off); empty when it is off.
+  static std::string computeCacheNotice();
 };
 
 } // namespace attn
