@@ -58,6 +58,7 @@ except ImportError as missing:
     MISSING = missing
 
 ANCHORS = ("flash", "cudnn", "flex")
+ROW_KINDS = ("prefill", "decode", "memory")  # --rows
 # Each series' legend name and colour, the same in both panels of the chart.
 SERIES = {"attnc": ("attnc", "tab:blue"),
           "attnc_served": ("attnc, pages from attnc.PageAllocator (serving traffic)", "tab:olive"),
@@ -374,12 +375,22 @@ def print_row(row):
           f"   (err {row['rel_err']:.1e})", flush=True)
 
 
+def run_options(kinds, args):
+    """The options of a timing run as its results name them (not --out: a folder of the
+    machine that ran it)."""
+    opts = [] if kinds == list(ROW_KINDS) else ["--rows", ",".join(kinds)]
+    opts += ["--quick"] * args.quick + ["--no-flex"] * args.no_flex
+    return " ".join(opts + (["--repeat", str(args.repeat)] if args.repeat > 1 else []))
+
+
 def markdown(rows, meta):
     rounds = meta.get("repeat", 1)
     how = (f"the median of {rounds} rounds of triton do_bench medians, the series taken in turn"
            if rounds > 1 else "triton do_bench medians")
+    # Results saved before the options were recorded name --repeat alone.
+    options = meta.get("options", f"--repeat {rounds}" if rounds > 1 else "")
     lines = [f"Measured {meta['date']} on {meta['gpu']}, commit {meta['commit']}, torch "
-             f"{meta['torch']}: `python3 bench/bench.py{f' --repeat {rounds}' if rounds > 1 else ''}` "
+             f"{meta['torch']}: `python3 bench/bench.py{' ' + options if options else ''}` "
              f"({how}; every attnc output checked against SDPA first).", ""]
     for kind, unit in (("prefill", "TFLOP/s"), ("decode", "GB/s")):
         sel = [r for r in rows if r["kind"] == kind]
@@ -452,8 +463,8 @@ def chart(rows, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=HERE, help="folder for results.json/.md/.png")
-    ap.add_argument("--rows", default="prefill,decode,memory",
-                    help="any of prefill, decode, memory (comma separated)")
+    ap.add_argument("--rows", default=",".join(ROW_KINDS),
+                    help=f"any of {', '.join(ROW_KINDS)} (comma separated)")
     ap.add_argument("--quick", action="store_true", help="a few rows only (a smoke test)")
     ap.add_argument("--no-flex", action="store_true",
                     help="leave FlexAttention out (it compiles once per shape: minutes)")
@@ -469,6 +480,12 @@ def main():
     args = ap.parse_args()
     if args.repeat < 1:
         raise SystemExit(f"--repeat {args.repeat}: the rounds per row must be at least 1")
+    kinds = [k.strip() for k in args.rows.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in ROW_KINDS]
+    if unknown or not kinds:
+        raise SystemExit(f"--rows {args.rows}: " +
+                         (f"no such rows: {', '.join(unknown)}" if unknown else "no rows named") +
+                         f" (any of {', '.join(ROW_KINDS)}, comma separated)")
     if args.redraw:
         try:
             with open(args.redraw) as f:
@@ -494,11 +511,11 @@ def main():
     PROFILE = args.profile
     REPEAT = 1 if PROFILE else args.repeat
     torch._dynamo.config.cache_size_limit = 64  # one FlexAttention compile per shape
-    if "prefill" in args.rows:
+    if "prefill" in kinds:
         rows += prefill_rows(args.quick)
-    if "decode" in args.rows:
+    if "decode" in kinds:
         rows += decode_rows(args.quick)
-    if "memory" in args.rows:
+    if "memory" in kinds:
         rows += memory_rows()
     if PROFILE:  # nothing was timed: no results to write
         return
@@ -512,7 +529,8 @@ def main():
         except OSError:
             commit = "unknown"
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
-            "commit": commit, "torch": torch.__version__, "repeat": REPEAT}
+            "commit": commit, "torch": torch.__version__, "repeat": REPEAT,
+            "options": run_options(kinds, args)}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
