@@ -179,7 +179,9 @@ def prefill_rows(quick):
                     row["ms_rounds"] = samples
                 print_row(row)
                 rows.append(row)
-                del q, k, v, q4, k4, v4, out, ref, p
+                # This row's tensors go before the next row's are made (None, not del:
+                # the lambdas above name them).
+                q = k = v = q4 = k4 = v4 = out = ref = p = None
     return rows
 
 
@@ -313,7 +315,7 @@ def decode_rows(quick):
             row["ms_rounds"] = samples
         print_row(row)
         rows.append(row)
-        del d, k, v, ko, vo, q
+        d = k = v = ko = vo = q = None  # before the next row's (see prefill_rows)
     return rows
 
 
@@ -353,7 +355,7 @@ def memory_rows():
                                                  for k_, v_ in peaks.items()) +
               f"   (attnc vs textbook err {err:.1e})", flush=True)
         rows.append(row)
-        del q, k, v, q4, k4, v4, ref
+        q = k = v = q4 = k4 = v4 = ref = None  # before the next row's (see prefill_rows)
     return rows
 
 
