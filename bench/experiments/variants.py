@@ -72,6 +72,15 @@ them is refused with the place named, and nothing is written.
       end and the rows prefetched a tile later (decode_succ_tiles3.cu,
       decode_succ_tiles5.cu): whether a block's start, two reads in a row
       (table entries, then K/V), costs the launch what the grid cannot hide
+  variants.py decode-bulk EMITTED.cu OUTDIR
+      the same emitted decode kernel whose K/V rows are copied by sm_90's
+      copy engine (decode_bulk.cuh.in): each thread hands one K or V row of
+      the tile to cp.async.bulk and every thread waits for its stage on an
+      mbarrier that counts the bytes in, instead of 16 cp.async of 16 bytes
+      per thread and cp.async.wait_group; the stages' rows are padded to
+      head_dim + 8 elements instead of swizzled, since a bulk copy writes a
+      row as it lies (decode_bulk.cu, its launch line's shared memory grown
+      to match)
   variants.py prefill-params EMITTED.cu OUTDIR
       an emitted prefill kernel over a contiguous cache as emitted
       (new_params.cu), and with the kernel arguments as they were before the
@@ -82,6 +91,7 @@ them is refused with the place named, and nothing is written.
       the old one did, so the old kernel reads its arguments right
 """
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -568,19 +578,77 @@ def prefill_params(emitted, outdir):
     write_all(outdir, {"new_params.cu": src, "old_params.cu": old})
 
 
+def decode_bulk(emitted, outdir):
+    src = read(emitted)
+    require(src, "__device__ __forceinline__ void decode_block(", "decode_block", emitted)
+    consts = {}
+    for name in ("kHeadDim", "kTileKV", "kStages", "kTileQ"):
+        m = re.search(r"static constexpr int %s = (\d+);" % name, src)
+        if not m:
+            raise Refused("%s has no %s: not the kernel this command edits, or emitted by another attnc" %
+                          (emitted, name))
+        consts[name] = int(m.group(1))
+    hd, tile, stages = consts["kHeadDim"], consts["kTileKV"], consts["kStages"]
+    stage_elems = "BulkTile<Cfg>::kStageElems"
+    edits = (
+        ("pipe * (Cfg::kStages * 2 * Cfg::kTileKV * Cfg::kHeadDim);",
+         "pipe * (Cfg::kStages * %s);\n"
+         "  // decode-bulk: each pipeline's stage mbarriers, after every pipeline's stages\n"
+         "  unsigned long long *bars = reinterpret_cast<unsigned long long *>(\n"
+         "      smem_q + Cfg::kTileQ * Cfg::kHeadDim + kPipes * Cfg::kStages * %s) + pipe * Cfg::kStages;\n"
+         "  unsigned phases = 0; // bit s: the parity of stage s's next use" % (stage_elems, stage_elems),
+         "the pipeline's stages"),
+        ("return smem_kv + (2 * stage) * Cfg::kTileKV * Cfg::kHeadDim; };",
+         "return smem_kv + stage * %s; };" % stage_elems, "smem_k"),
+        ("return smem_kv + (2 * stage + 1) * Cfg::kTileKV * Cfg::kHeadDim; };",
+         "return smem_kv + stage * %s + Cfg::kTileKV * BulkTile<Cfg>::kRow; };" % stage_elems, "smem_v"),
+        ("    copy.copy_kv(smem_k(stage), smem_v(stage), kv, j * Cfg::kTileKV, read);",
+         "    bulk_copy_kv<Cfg>(smem_k(stage), smem_v(stage), kv, kv_head, j * Cfg::kTileKV, read, bars + stage, tid);",
+         "the K/V copy"),
+        ("    // The first kStages - 1 tiles start loading.\n",
+         "    if (row0 == 0 && tid == 0)\n      bulk_init<Cfg>(bars);\n    bulk_fence_proxy();\n"
+         "    __syncthreads(); // the mbarriers are set before any copy signals them\n"
+         "    // The first kStages - 1 tiles start loading.\n", "the first copies"),
+        ("    cp_async_wait<Cfg::kStages - 1>(); // the query rows have arrived",
+         "    cp_async_wait<0>(); // the query rows have arrived (the only cp.async group)", "the query's wait"),
+        ("      cp_async_wait<Cfg::kStages - 2>(); // tile j has arrived",
+         "      bulk_wait(bars + stage, phases, stage); // tile j has arrived", "the tile's wait"),
+        ("      query.qk(s, smem_k(stage), warp);", "      bulk_qk<Block>(query, s, smem_k(stage), warp);", "S = Q K^T"),
+        ("      decode_pv<Block>(state, s, smem_v(stage), warp);",
+         "      bulk_pv<Block>(state, s, smem_v(stage), warp);", "P V"),
+    )
+    s = edited_decode_block(emitted, "decode_block_bulk", edits, "decode_bulk.cuh.in")
+    s = replace_once(s, "  decode_block<1>(p);\n", "  decode_block_bulk<1>(p);\n", "the main kernel's body", emitted)
+    s = replace_once(s, "  decode_block<2>(p);\n", "  decode_block_bulk<2>(p);\n", "the pair kernel's body", emitted)
+    # The launch line: the padded stages and the mbarriers (8 bytes a stage).
+    q_bytes = consts["kTileQ"] * hd * 2
+    stage_bytes = 2 * tile * (hd + 8) * 2
+    shared = q_bytes + stages * (stage_bytes + 8)
+    pair = q_bytes + 2 * stages * (stage_bytes + 8)
+    m = re.search(r"shared_bytes=(\d+)", src)
+    mp = re.search(r"pair_shared_bytes=(\d+)", src)
+    if not m or not mp:
+        raise Refused("%s has no launch line with shared_bytes and pair_shared_bytes" % emitted)
+    line = src.splitlines()[1]
+    new_line = line.replace(" shared_bytes=%s" % m.group(1), " shared_bytes=%d" % shared, 1)
+    new_line = new_line.replace("pair_shared_bytes=%s" % mp.group(1), "pair_shared_bytes=%d" % pair, 1)
+    s = replace_once(s, line, new_line, "the launch line", emitted)
+    write_all(outdir, {"decode_bulk.cu": s})
+
+
 USAGE = ("usage: variants.py prefill-ws OUTDIR | prefill-kv-split EMITTED.cu OUTDIR |"
          " decode-prefetch EMITTED.cu OUTDIR | decode-cache-policy EMITTED.cu OUTDIR |"
          " decode-heads-in-step EMITTED.cu OUTDIR | decode-keys-as-m EMITTED.cu OUTDIR |"
          " decode-cols EMITTED.cu OUTDIR | decode-delay EMITTED.cu OUTDIR |"
          " decode-persistent EMITTED.cu OUTDIR | decode-kv-release EMITTED.cu OUTDIR |"
-         " decode-successor EMITTED.cu OUTDIR |"
+         " decode-successor EMITTED.cu OUTDIR | decode-bulk EMITTED.cu OUTDIR |"
          " prefill-params EMITTED.cu OUTDIR (--help for more)")
 COMMANDS = {"prefill-ws": (prefill_ws, 1), "prefill-kv-split": (prefill_kv_split, 2),
             "decode-prefetch": (decode_prefetch, 2), "decode-cache-policy": (decode_cache_policy, 2),
             "decode-heads-in-step": (decode_heads_in_step, 2), "decode-keys-as-m": (decode_keys_as_m, 2),
             "decode-cols": (decode_cols, 2), "decode-delay": (decode_delay, 2),
             "decode-persistent": (decode_persistent, 2), "decode-kv-release": (decode_kv_release, 2),
-            "decode-successor": (decode_successor, 2),
+            "decode-successor": (decode_successor, 2), "decode-bulk": (decode_bulk, 2),
             "prefill-params": (prefill_params, 2)}
 
 

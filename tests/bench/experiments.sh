@@ -26,13 +26,14 @@ mkdir -p "$work"
 "$python" "$variants" decode-persistent "$work/decode.cu" "$work/persistent"
 "$python" "$variants" decode-kv-release "$work/decode2.cu" "$work/kv-release"
 "$python" "$variants" decode-successor "$work/decode.cu" "$work/successor"
+"$python" "$variants" decode-bulk "$work/decode.cu" "$work/bulk"
 "$python" "$variants" prefill-params "$work/prefill.cu" "$work/params"
 variants_written=("$work"/ws/*.cu "$work"/prefetch/*.cu "$work"/kv-split/*.cu "$work"/policy/*.cu "$work"/heads/*.cu
                   "$work"/keys-as-m/*.cu "$work"/cols/*.cu "$work"/delay/*.cu
-                  "$work"/persistent/*.cu "$work"/kv-release/*.cu "$work"/successor/*.cu "$work"/params/*.cu)
+                  "$work"/persistent/*.cu "$work"/kv-release/*.cu "$work"/successor/*.cu "$work"/bulk/*.cu "$work"/params/*.cu)
 count=${#variants_written[@]}
-if [ "$count" -ne 80 ]; then
-  echo "experiments.sh: expected 80 variants, found $count" >&2
+if [ "$count" -ne 81 ]; then
+  echo "experiments.sh: expected 81 variants, found $count" >&2
   exit 1
 fi
 # Each variant keeps its spec line (the bench harness launches it by that spec).
@@ -58,6 +59,7 @@ refused decode-delay "the end of the KV loop"
 refused decode-persistent "the pair kernel's comment"
 refused decode-kv-release "kStages = 2"
 refused decode-successor "decode.cuh include"
+refused decode-bulk "decode_block"
 # prefill-params takes a kernel over a contiguous cache: a paged decode kernel is refused.
 if "$python" "$variants" prefill-params "$work/decode.cu" "$work/wrong" 2> "$work/err.txt" ||
    ! grep -q "has no contiguous cache" "$work/err.txt" || [ -e "$work/wrong" ]; then
