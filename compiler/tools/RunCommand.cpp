@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <unistd.h>
 
@@ -309,7 +310,9 @@ std::vector<char> sampleRows(const harness::Batch<T> &batch, size_t i, std::mt19
   return sample;
 }
 
-/// Writes --out and --lse for one sequence ([heads, q_len, head_dim], [heads, q_len]).
+/// Writes --out and --lse for one sequence ([heads, q_len, head_dim], [heads, q_len]),
+/// both or neither: each goes to a file beside its target first, and only
+/// once both are written do they take the targets' names.
 template <typename T>
 bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
                  const std::vector<T> &out, const std::vector<T> &lse, std::string &error) {
@@ -320,24 +323,41 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
     a.shape = std::move(shape);
     a.bytes.resize(data.size() * sizeof(T));
     std::memcpy(a.bytes.data(), data.data(), a.bytes.size());
-    return npy::write(path, a, error);
+    if (npy::write(path + ".pending", a, error))
+      return true;
+    error = path + error.substr(std::min(error.size(), path.size() + 8)); // name the target, not the side file
+    return false;
   };
   const int64_t h = batch.numQHeads(), q = batch.sequences[i].qLen;
-  if (!o.out.empty() && !save(o.out, out, {h, q, batch.spec.head_dim}))
-    return false;
-  return o.lse.empty() || save(o.lse, lse, {h, q});
+  std::vector<std::string> written;
+  bool ok = true;
+  if (!o.out.empty() && (ok = save(o.out, out, {h, q, batch.spec.head_dim})))
+    written.push_back(o.out);
+  if (ok && !o.lse.empty() && (ok = save(o.lse, lse, {h, q})))
+    written.push_back(o.lse);
+  for (const std::string &path : written) {
+    const std::string pending = path + ".pending";
+    if (ok && std::rename(pending.c_str(), path.c_str()) != 0) {
+      error = path + ": cannot move the finished file into place: " + std::strerror(errno);
+      ok = false;
+    }
+    std::remove(pending.c_str()); // gone already where the move succeeded
+  }
+  return ok;
 }
 
 /// The summary and verdict: exit status 0 within `bound`, else 1.
 int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, double bound) {
-  const double measured = maxAbsBound ? errors.maxAbs : errors.relative();
+  // A NaN output has no error to measure: the errors read NaN then, not those of the rest.
+  const double measured = errors.nan ? NAN : maxAbsBound ? errors.maxAbs : errors.relative();
   llvm::outs() << "ran in "
                << (runSeconds < 0.1 ? llvm::format("%.3f ms", runSeconds * 1e3)
                                     : llvm::format("%.3f s", runSeconds))
                << "; checked "
                << errors.checked << " query rows against the textbook reference\n"
-               << "max abs error " << llvm::format("%.3g", errors.maxAbs) << ", relative error "
-               << llvm::format("%.3g", errors.relative()) << " (bound: "
+               << "max abs error " << llvm::format("%.3g", errors.nan ? NAN : errors.maxAbs)
+               << ", relative error " << llvm::format("%.3g", errors.nan ? NAN : errors.relative())
+               << " (bound: "
                << (maxAbsBound ? "max abs " : "relative ") << llvm::format("%.0e", bound) << ")\n";
   if (errors.fullyMaskedRows)
     llvm::outs() << errors.fullyMaskedRows << " query rows see no key: "
@@ -350,6 +370,26 @@ int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, 
     return 1;
   }
   llvm::outs() << "OK\n";
+  return 0;
+}
+
+/// The verdict, then --out and --lse (sequence `last`'s outputs) only when
+/// the run passed it: a failed run writes nothing.
+template <typename T>
+int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::Errors &errors,
+           double runSeconds, bool maxAbsBound, double bound, const std::vector<T> &out,
+           const std::vector<T> &lse) {
+  const int rc = verdict(errors, runSeconds, maxAbsBound, bound);
+  if (o.out.empty() && o.lse.empty())
+    return rc;
+  if (rc != 0) {
+    llvm::outs().flush(); // the verdict first, where both go to one place
+    llvm::errs() << "attnc run: nothing written to --out / --lse: the run failed its check\n";
+    return rc;
+  }
+  std::string error;
+  if (!saveOutputs(o, batch, batch.sequences.size() - 1, out, lse, error))
+    return fail(error);
   return 0;
 }
 
@@ -376,6 +416,7 @@ int runTyped(const Spec &spec, const RunOptions &o) {
   double runSeconds = 0;
   const T nan = std::numeric_limits<T>::quiet_NaN();
   const int64_t splits = o.numSplits.value_or(4);
+  std::vector<T> lastOut, lastLse; // what --out and --lse write (one sequence)
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const auto &s = batch.sequences[i];
     std::vector<T> out(batch.numQHeads() * s.qLen * spec.head_dim, nan);
@@ -389,11 +430,11 @@ int runTyped(const Spec &spec, const RunOptions &o) {
                  << batch.numQHeads() << " query heads, " << batch.numKVHeads << " KV heads\n";
     const std::vector<char> sample = sampleRows(batch, i, rng);
     harness::compare(batch, i, scale, out, lse, errors, sample.empty() ? nullptr : &sample);
-    if (!saveOutputs(o, batch, i, out, lse, error))
-      return fail(error);
+    lastOut = std::move(out);
+    lastLse = std::move(lse);
   }
   const bool f64 = std::is_same_v<T, double>;
-  return verdict(errors, runSeconds, f64, f64 ? 1e-8 : 1e-5);
+  return finish(o, batch, errors, runSeconds, f64, f64 ? 1e-8 : 1e-5, lastOut, lastLse);
 }
 
 #ifdef ATTNC_HAVE_NVRTC
@@ -461,10 +502,8 @@ int runGpu(const RunOptions &o) {
     const std::vector<char> sample = sampleRows(batch, i, rng);
     harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors,
                      sample.empty() ? nullptr : &sample);
-    if (!saveOutputs(o, batch, i, outs[i].out, outs[i].lse, error))
-      return fail(error);
   }
-  return verdict(errors, runSeconds, false, 1e-2);
+  return finish(o, batch, errors, runSeconds, false, 1e-2, outs.back().out, outs.back().lse);
 }
 #endif
 

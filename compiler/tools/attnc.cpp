@@ -250,10 +250,12 @@ static const char *kSpecHelp = R"(A spec is a comma-separated list of field=valu
               wgmma_ws: sm_90a, one warpgroup copies K/V for those that compute:
                         head_dim 128 on tiles 128 x 64 or 128 x 128 (two),
                         head_dim 64 on 192 x 64 or 192 x 128 (three; default 192 x 128)
-              auto:     wgmma_ws for sm_90a head_dim 128 where its tiles fit and for
-                        head_dim 64 with tile_q 192, wgmma for head_dim 64, else sync
-                        (mma.sync); attnc's runtime takes head_dim 64's 192 x 128 for
-                        long prefills (see README)
+              auto:     on sm_90a wgmma_ws where its tiles fit (head_dim 128 with
+                        tile_q 128, head_dim 64 with tile_q 192) and stages is not 1,
+                        else wgmma where its tiles fit (so head_dim 64, or 128 with
+                        tile_q 64 or stages=1, and that block's default tiles), else
+                        sync (mma.sync); attnc's runtime takes head_dim 64's 192 x 128
+                        for long prefills (see README)
 Example:
   attnc emit --spec mode=prefill,mask=causal,page_size=16,gqa=4,head_dim=128 --print-ir-after-all
 )";
