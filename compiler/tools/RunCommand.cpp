@@ -310,6 +310,9 @@ std::vector<char> sampleRows(const harness::Batch<T> &batch, size_t i, std::mt19
   return sample;
 }
 
+/// The side file beside an output until both outputs are written.
+constexpr const char *kPending = ".pending";
+
 /// Writes --out and --lse for one sequence ([heads, q_len, head_dim], [heads, q_len]),
 /// both or neither: each goes to a file beside its target first, and only
 /// once both are written do they take the targets' names.
@@ -323,9 +326,10 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
     a.shape = std::move(shape);
     a.bytes.resize(data.size() * sizeof(T));
     std::memcpy(a.bytes.data(), data.data(), a.bytes.size());
-    if (npy::write(path + ".pending", a, error))
+    const std::string pending = path + kPending;
+    if (npy::write(pending, a, error))
       return true;
-    error = path + error.substr(std::min(error.size(), path.size() + 8)); // name the target, not the side file
+    error = path + error.substr(std::min(error.size(), pending.size())); // name the target, not the side file
     return false;
   };
   const int64_t h = batch.numQHeads(), q = batch.sequences[i].qLen;
@@ -336,7 +340,7 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
   if (ok && !o.lse.empty() && (ok = save(o.lse, lse, {h, q})))
     written.push_back(o.lse);
   for (const std::string &path : written) {
-    const std::string pending = path + ".pending";
+    const std::string pending = path + kPending;
     if (ok && std::rename(pending.c_str(), path.c_str()) != 0) {
       error = path + ": cannot move the finished file into place: " + std::strerror(errno);
       ok = false;
@@ -349,15 +353,15 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
 /// The summary and verdict: exit status 0 within `bound`, else 1.
 int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, double bound) {
   // A NaN output has no error to measure: the errors read NaN then, not those of the rest.
-  const double measured = errors.nan ? NAN : maxAbsBound ? errors.maxAbs : errors.relative();
+  const double maxAbs = errors.nan ? NAN : errors.maxAbs, relative = errors.nan ? NAN : errors.relative();
+  const double measured = maxAbsBound ? maxAbs : relative;
   llvm::outs() << "ran in "
                << (runSeconds < 0.1 ? llvm::format("%.3f ms", runSeconds * 1e3)
                                     : llvm::format("%.3f s", runSeconds))
                << "; checked "
                << errors.checked << " query rows against the textbook reference\n"
-               << "max abs error " << llvm::format("%.3g", errors.nan ? NAN : errors.maxAbs)
-               << ", relative error " << llvm::format("%.3g", errors.nan ? NAN : errors.relative())
-               << " (bound: "
+               << "max abs error " << llvm::format("%.3g", maxAbs) << ", relative error "
+               << llvm::format("%.3g", relative) << " (bound: "
                << (maxAbsBound ? "max abs " : "relative ") << llvm::format("%.0e", bound) << ")\n";
   if (errors.fullyMaskedRows)
     llvm::outs() << errors.fullyMaskedRows << " query rows see no key: "
