@@ -377,7 +377,7 @@ int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, 
   return 0;
 }
 
-/// The verdict, then --out and --lse (sequence `last`'s outputs) only when
+/// The verdict, then --out and --lse (the last sequence's outputs) only when
 /// the run passed it: a failed run writes nothing.
 template <typename T>
 int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::Errors &errors,
