@@ -263,6 +263,8 @@ int aot(const AotOptions &o) {
   }
   if (archs.empty())
     return fail("--arch names no architecture");
+  if (llvm::sys::fs::is_directory(o.specsFile))
+    return fail("--specs " + o.specsFile + " is a folder: it takes a file of specs, one per line");
   std::ifstream in(o.specsFile);
   if (!in)
     return fail(o.specsFile + ": cannot open");

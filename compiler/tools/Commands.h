@@ -14,7 +14,9 @@ namespace attn::cli {
 /// `attnc run`: what the flags asked for.
 struct RunOptions {
   std::string spec, target;
-  int64_t batch = 1, numKVHeads = 2;
+  /// What shapes the random inputs (unset: 1 sequence, 2 KV heads, a fresh
+  /// seed); .npy inputs give their own, and these are refused with them.
+  std::optional<int64_t> batch, numKVHeads;
   std::optional<int64_t> qLen, kvLen;
   bool ragged = false;
   std::optional<uint64_t> seed;
@@ -45,7 +47,7 @@ int explain(const ExplainOptions &options);
 struct TuneOptions {
   std::string spec;
   std::string candidates; ///< "tile_q=64,tile_kv=64;tile_kv=128"; "": a default list
-  int64_t seqLen = 0, batch = 0, heads = 0; ///< 0: the defaults of the shape
+  std::optional<int64_t> seqLen, batch, heads; ///< unset: the defaults of the shape
   std::string file;                         ///< "": TuningTable::defaultPath()
   bool dryRun = false;
 };

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <type_traits>
 
 namespace attn::cli {
 
@@ -65,19 +66,20 @@ int64_t measurePeak(F &&work) {
   return peak < 0 || before < 0 ? -1 : peak - before;
 }
 
-/// Textbook attention with the score matrix materialised (float).
-void textbook(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
-              std::vector<float> &o, int64_t n, int64_t d, float scale) {
-  std::vector<float> s(n * n);
+/// Textbook attention with the score matrix materialised (in T).
+template <typename T>
+void textbook(const std::vector<T> &q, const std::vector<T> &k, const std::vector<T> &v,
+              std::vector<T> &o, int64_t n, int64_t d, T scale) {
+  std::vector<T> s(n * n);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      float dot = 0;
+      T dot = 0;
       for (int64_t x = 0; x < d; ++x)
         dot += q[i * d + x] * k[j * d + x];
       s[i * n + j] = dot * scale;
     }
   for (int64_t i = 0; i < n; ++i) {
-    float max = -std::numeric_limits<float>::infinity(), sum = 0;
+    T max = -std::numeric_limits<T>::infinity(), sum = 0;
     for (int64_t j = 0; j < n; ++j)
       max = std::max(max, s[i * n + j]);
     for (int64_t j = 0; j < n; ++j)
@@ -87,7 +89,7 @@ void textbook(const std::vector<float> &q, const std::vector<float> &k, const st
   }
   for (int64_t i = 0; i < n; ++i)
     for (int64_t x = 0; x < d; ++x) {
-      float acc = 0;
+      T acc = 0;
       for (int64_t j = 0; j < n; ++j)
         acc += s[i * n + j] * v[j * d + x];
       o[i * d + x] = acc;
@@ -144,6 +146,91 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                   "are N floats either way.)\n";
 }
 
+/// Runs textbook attention and the spec's CPU kernel (one head, T) at each
+/// length and prints the peak memory each added.
+template <typename T>
+int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
+  const int64_t d = cpu.head_dim;
+  const char *type = std::is_same_v<T, double> ? "f64" : "f32";
+  auto kernel = CpuKernel::compile(cpu);
+  if (!kernel) {
+    llvm::errs() << "attnc explain: " << llvm::toString(kernel.takeError()) << "\n";
+    return 1;
+  }
+  llvm::outs() << "\nMeasured on this CPU (" << cpu.str() << "): peak memory added by one "
+               << type << " run, inputs and output excluded\n"
+               << llvm::format("%8s %18s %18s %10s\n", "N", "textbook (S in RAM)", "generated kernel",
+                               "ratio");
+  std::mt19937_64 rng(1);
+  std::normal_distribution<T> normal(0, 1);
+  {
+    // A first run JIT-compiles the kernel's code; keep that out of the numbers.
+    std::vector<T> one(d, T(1)), out(d);
+    CpuArgs a;
+    a.numQHeads = a.numKVHeads = 1;
+    a.qLen = a.kvLen = 1;
+    a.q = a.k = a.v = one.data();
+    a.scale = 1.0;
+    a.out = out.data();
+    if (llvm::Error err = (*kernel)->run(a)) {
+      llvm::errs() << "attnc explain: " << llvm::toString(std::move(err)) << "\n";
+      return 1;
+    }
+  }
+  const double memory = physicalMemory();
+  for (int64_t n : lengths) {
+    // The textbook run holds the N x N scores (and the inputs): not past half of memory.
+    const double need = (double(n) * n + 5.0 * n * d) * sizeof(T);
+    if (need > memory / 2) {
+      llvm::outs() << llvm::format("%8lld   (not measured: textbook attention needs %s here, "
+                                   "more than half of this machine's %s)\n",
+                                   (long long)n, bytes(need).c_str(), bytes(memory).c_str());
+      continue;
+    }
+    std::vector<T> q(n * d), k(n * d), v(n * d), o1(n * d), o2(n * d);
+    for (auto *buf : {&q, &k, &v})
+      for (T &x : *buf)
+        x = normal(rng);
+    const T scale = T(1) / std::sqrt(T(d));
+    int64_t tb = measurePeak([&] { textbook<T>(q, k, v, o1, n, d, scale); });
+    CpuArgs a;
+    a.numQHeads = a.numKVHeads = 1;
+    a.qLen = a.kvLen = n;
+    a.q = q.data();
+    a.k = k.data();
+    a.v = v.data();
+    a.scale = scale;
+    a.out = o2.data();
+    llvm::Error err = llvm::Error::success();
+    int64_t gen = measurePeak([&] { err = (*kernel)->run(a); });
+    if (err) {
+      llvm::errs() << "attnc explain: " << llvm::toString(std::move(err)) << "\n";
+      return 1;
+    }
+    double diff = 0;
+    for (int64_t i = 0; i < n * d; ++i)
+      diff = std::max(diff, double(std::fabs(o1[i] - o2[i])));
+    if (tb < 0 || gen < 0) {
+      llvm::outs() << llvm::format("%8lld %18s\n", (long long)n,
+                                   "(peak memory not measurable: no /proc/self/clear_refs)");
+      continue;
+    }
+    // Memory is measured in 4 KiB pages: below a page there is no ratio to
+    // give, and a kernel that added none is at least tb / 4 KiB better.
+    constexpr int64_t kPage = 4096;
+    const std::string ratio = tb < kPage    ? std::string("-")
+                              : gen < kPage ? llvm::formatv(">= {0:F0}x", double(tb) / kPage).str()
+                                            : llvm::formatv("{0:F0}x", double(tb) / gen).str();
+    llvm::outs() << llvm::format("%8lld %18s %18s %10s   (outputs agree within %.1e)\n",
+                                 (long long)n, bytes(tb).c_str(), bytes(gen).c_str(),
+                                 ratio.c_str(), diff);
+    llvm::outs().flush(); // each row as it is measured
+  }
+  llvm::outs() << "(resident memory grows in 4 KiB pages, and the allocator reuses freed "
+                  "memory: tile-sized scratch can measure as 0; '-': too little to compare)\n";
+  return 0;
+}
+
 } // namespace
 
 int explain(const ExplainOptions &o) {
@@ -178,35 +265,50 @@ int explain(const ExplainOptions &o) {
   }
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype);
   const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = kvStages(spec);
+  // Scores in f32, or f64 for an f64 spec (the CPU's f64 kernel computes in f64).
+  const int64_t sb = spec.dtype == DType::F64 ? 8 : 4;
+  const std::string st = sb == 8 ? "f64" : "fp32";
   llvm::outs() << "spec " << spec.str() << "\n\n"
                << "Model, for one head of N queries and N keys, head_dim d = " << d << ", "
-               << b << "-byte elements, fp32 scores:\n"
+               << b << "-byte elements, " << st << " scores:\n"
                << "  textbook HBM:  read Q, K, V (3Nd) + write S, read S, write P, read P "
-                  "(4 N^2 fp32) + write O (Nd)\n"
+                  "(4 N^2 " << st << ") + write O (Nd)\n"
                << "  kernel HBM:    read Q once (Nd) + read K and V once per query tile "
                   "(2Nd * N/tile_q) + write O (Nd)\n"
-               << "  textbook peak scratch: S and P, N^2 fp32 each (in place: N^2)\n"
-               << "  kernel peak scratch:   per thread block, Q tile + " << stages
-               << (stages == 1 ? " stage" : " stages") << " of K and V tiles + one score tile: "
-               << "(tile_q + " << 2 * stages << " tile_kv) d elements + tile_q tile_kv fp32\n\n";
+               << "  textbook peak scratch: S and P, N^2 " << st << " each (in place: N^2)\n";
+  // A GPU block's scratch is its shared memory (the scores stay in
+  // registers); the CPU kernel keeps its score tile in memory too.
+  if (spec.isGPU())
+    llvm::outs() << "  kernel peak scratch:   per thread block, its shared memory (as `attnc spec` "
+                    "prints it): the Q tile + "
+                 << stages << (stages == 1 ? " stage" : " stages")
+                 << " of K and V tiles; the score tile stays in registers\n\n";
+  else
+    llvm::outs() << "  kernel peak scratch:   the Q tile + " << stages
+                 << (stages == 1 ? " stage" : " stages") << " of K and V tiles + one score tile: "
+                 << "(tile_q + " << 2 * stages << " tile_kv) d elements + tile_q tile_kv " << st
+                 << "\n\n";
   llvm::outs() << llvm::format("%8s %14s %14s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "textbook scratch", "kernel scratch");
-  const int64_t kernelScratch = (br + 2 * stages * bc) * d * b + br * bc * 4;
+  const int64_t kernelScratch = spec.isGPU() ? sharedMemoryBytes(spec)
+                                             : (br + 2 * stages * bc) * d * b + br * bc * sb;
   for (int64_t n : lengths) {
-    double tbHBM = 3.0 * n * d * b + 4.0 * n * n * 4 + 1.0 * n * d * b;
+    double tbHBM = 3.0 * n * d * b + 4.0 * n * n * sb + 1.0 * n * d * b;
     double qTiles = std::ceil(double(n) / br);
     double kHBM = 1.0 * n * d * b + 2.0 * n * d * b * qTiles + 1.0 * n * d * b;
     llvm::outs() << llvm::format("%8lld %14s %14s %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(),
-                                 bytes(double(n) * n * 4).c_str(), bytes(kernelScratch).c_str());
+                                 bytes(double(n) * n * sb).c_str(), bytes(kernelScratch).c_str());
   }
   if (!o.measure)
     return 0;
+  llvm::outs().flush(); // the model is there while the measuring runs
 
-  // Measured: one head in f32 on this CPU, inputs allocated before measuring.
+  // Measured: one head on this CPU, in f64 for an f64 spec, else in f32 (the
+  // CPU's type nearest the spec's), inputs allocated before measuring.
   Spec cpu = spec;
   cpu.target = Target::CPU;
-  cpu.dtype = DType::F32;
+  cpu.dtype = spec.dtype == DType::F64 ? DType::F64 : DType::F32;
   cpu.page_size = 0;
   cpu.mode = Mode::Prefill;
   cpu.gqa = 1;
@@ -215,76 +317,7 @@ int explain(const ExplainOptions &o) {
     llvm::errs() << "attnc explain: cannot measure on the CPU: " << e->message() << "\n";
     return 1;
   }
-  auto kernel = CpuKernel::compile(cpu);
-  if (!kernel) {
-    llvm::errs() << "attnc explain: " << llvm::toString(kernel.takeError()) << "\n";
-    return 1;
-  }
-  llvm::outs() << "\nMeasured on this CPU (" << cpu.str()
-               << "): peak memory added by one f32 run, inputs and output excluded\n"
-               << llvm::format("%8s %18s %18s %10s\n", "N", "textbook (S in RAM)", "generated kernel",
-                               "ratio");
-  std::mt19937_64 rng(1);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  {
-    // A first run JIT-compiles the kernel's code; keep that out of the numbers.
-    std::vector<float> one(d, 1.0f), out(d);
-    CpuArgs a;
-    a.numQHeads = a.numKVHeads = 1;
-    a.qLen = a.kvLen = 1;
-    a.q = a.k = a.v = one.data();
-    a.scale = 1.0;
-    a.out = out.data();
-    if (llvm::Error err = (*kernel)->run(a)) {
-      llvm::errs() << "attnc explain: " << llvm::toString(std::move(err)) << "\n";
-      return 1;
-    }
-  }
-  const double memory = physicalMemory();
-  for (int64_t n : lengths) {
-    // The textbook run holds the N x N scores (and the inputs): not past half of memory.
-    const double need = double(n) * n * 4 + 5.0 * n * d * 4;
-    if (need > memory / 2) {
-      llvm::outs() << llvm::format("%8lld   (not measured: textbook attention needs %s here, "
-                                   "more than half of this machine's %s)\n",
-                                   (long long)n, bytes(need).c_str(), bytes(memory).c_str());
-      continue;
-    }
-    std::vector<float> q(n * d), k(n * d), v(n * d), o1(n * d), o2(n * d);
-    for (auto *buf : {&q, &k, &v})
-      for (float &x : *buf)
-        x = normal(rng);
-    const float scale = 1.0f / std::sqrt(float(d));
-    int64_t tb = measurePeak([&] { textbook(q, k, v, o1, n, d, scale); });
-    CpuArgs a;
-    a.numQHeads = a.numKVHeads = 1;
-    a.qLen = a.kvLen = n;
-    a.q = q.data();
-    a.k = k.data();
-    a.v = v.data();
-    a.scale = scale;
-    a.out = o2.data();
-    llvm::Error err = llvm::Error::success();
-    int64_t gen = measurePeak([&] { err = (*kernel)->run(a); });
-    if (err) {
-      llvm::errs() << "attnc explain: " << llvm::toString(std::move(err)) << "\n";
-      return 1;
-    }
-    double diff = 0;
-    for (int64_t i = 0; i < n * d; ++i)
-      diff = std::max(diff, double(std::fabs(o1[i] - o2[i])));
-    if (tb < 0 || gen < 0) {
-      llvm::outs() << llvm::format("%8lld %18s\n", (long long)n,
-                                   "(peak memory not measurable: no /proc/self/clear_refs)");
-      continue;
-    }
-    llvm::outs() << llvm::format("%8lld %18s %18s %9.0fx   (outputs agree within %.1e)\n",
-                                 (long long)n, bytes(tb).c_str(), bytes(gen).c_str(),
-                                 double(tb) / std::max<int64_t>(gen, 4096), diff);
-  }
-  llvm::outs() << "(resident memory grows in 4 KiB pages, and the allocator reuses freed "
-                  "memory: tile-sized scratch can measure as 0)\n";
-  return 0;
+  return cpu.dtype == DType::F64 ? measure<double>(cpu, lengths) : measure<float>(cpu, lengths);
 }
 
 } // namespace attn::cli

@@ -262,24 +262,40 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
                    " but the spec says split_kv = " + std::to_string(spec.split_kv) +
                    " (--num-splits is for split_kv = auto)",
            false;
+  if (o.numSplits && (*o.numSplits < 1 || *o.numSplits > kMaxSplitKV))
+    return error = "--num-splits " + std::to_string(*o.numSplits) + " must be in 1.." +
+                   std::to_string(kMaxSplitKV),
+           false;
   if (!o.out.empty() && o.out == o.lse)
     return error = "--out and --lse name the same file, " + o.out, false;
   if (!fromFiles && (!o.k.empty() || !o.v.empty() || !o.blockTable.empty()))
     return error = "--k, --v and --block-table come with --q", false;
-  if ((!o.out.empty() || !o.lse.empty()) && !fromFiles && o.batch != 1)
-    return error = "--out and --lse write one sequence: use --batch 1 (or --q inputs)", false;
-  if (o.batch < 1 || o.numKVHeads < 1)
-    return error = "--batch and --num-kv-heads must be >= 1", false;
-  if (fromFiles)
+  if (fromFiles) {
+    // The files give the shape and the values: a flag for random inputs
+    // would be ignored, so it is refused.
+    for (auto [given, flag] : {std::pair{o.batch.has_value(), "--batch"},
+                               {o.numKVHeads.has_value(), "--num-kv-heads"},
+                               {o.ragged, "--ragged"}, {o.seed.has_value(), "--seed"}})
+      if (given)
+        return error = std::string(flag) +
+                       " is for random inputs; with --q the .npy files give the shape and "
+                       "the values",
+               false;
     return batchFromFiles<T>(spec, o, batch, error);
+  }
+  const int64_t numSeqs = o.batch.value_or(1), numKVHeads = o.numKVHeads.value_or(2);
+  if ((!o.out.empty() || !o.lse.empty()) && numSeqs != 1)
+    return error = "--out and --lse write one sequence: use --batch 1 (or --q inputs)", false;
+  if (numSeqs < 1 || numKVHeads < 1)
+    return error = "--batch and --num-kv-heads must be >= 1", false;
   const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? 1 : 128);
   const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
   if (qLen < 0 || kvLen < 0)
     return error = "--q-len and --kv-len must be >= 0", false;
-  if (std::string why = inputsFit<T>(spec, o.batch, o.numKVHeads, qLen, kvLen); !why.empty())
+  if (std::string why = inputsFit<T>(spec, numSeqs, numKVHeads, qLen, kvLen); !why.empty())
     return error = why, false;
   std::vector<std::pair<int64_t, int64_t>> lengths;
-  for (int64_t i = 0; i < o.batch; ++i) {
+  for (int64_t i = 0; i < numSeqs; ++i) {
     if (!o.ragged) {
       lengths.push_back({qLen, kvLen});
       continue;
@@ -291,7 +307,7 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
                     : std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(qLen, 1))(rng);
     lengths.push_back({q, kvLen == qLen && spec.mode == Mode::Prefill ? q : kv});
   }
-  batch = harness::randomBatch<T>(spec, lengths, o.numKVHeads, rng);
+  batch = harness::randomBatch<T>(spec, lengths, numKVHeads, rng);
   return true;
 }
 

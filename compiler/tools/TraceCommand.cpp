@@ -42,7 +42,7 @@ int trace(const TraceOptions &o) {
   add("tile_q", "1");
   add("head_dim", "32");
   add("dtype", "f64");
-  std::optional<Spec> spec = cpuSpec(text, "trace", /*lse=*/true);
+  std::optional<Spec> spec = cpuSpec(text, "trace");
   if (!spec)
     return 1;
   if (spec->dtype != DType::F64) {

@@ -56,6 +56,58 @@ double relative(const std::vector<uint16_t> &out, const std::vector<uint16_t> &r
   }
   return std::isfinite(num) && den > 0 ? std::sqrt(num / den) : INFINITY;
 }
+
+/// The timed shape: the flags, else the defaults of the spec's mode.
+struct TuneShape {
+  int64_t seqLen, batch, heads;
+};
+TuneShape tuneShape(const TuneOptions &o, const Spec &spec) {
+  const bool decode = spec.mode == Mode::Decode;
+  const int64_t seqLen = o.seqLen.value_or(4096);
+  return {seqLen, o.batch.value_or(decode ? 64 : std::max<int64_t>(1, 16384 / seqLen)),
+          o.heads.value_or(decode ? 32 : 2048 / spec.head_dim)};
+}
+
+/// Why the shape flags cannot be timed, or "".
+std::string checkShape(const TuneOptions &o, const Spec &spec) {
+  constexpr int64_t kMaxLen = int64_t(1) << 24, kMaxGrid = 65535;
+  if (o.seqLen && (*o.seqLen < 1 || *o.seqLen > kMaxLen))
+    return "--seq-len " + std::to_string(*o.seqLen) + " must be in 1.." + std::to_string(kMaxLen);
+  if (o.batch && (*o.batch < 1 || *o.batch > kMaxGrid))
+    return "--batch " + std::to_string(*o.batch) + " must be in 1.." + std::to_string(kMaxGrid);
+  if (o.heads && (*o.heads < 1 || *o.heads > kMaxGrid))
+    return "--heads " + std::to_string(*o.heads) + " must be in 1.." + std::to_string(kMaxGrid);
+  const TuneShape shape = tuneShape(o, spec);
+  if (shape.heads % spec.gqa != 0)
+    return "--heads " + std::to_string(shape.heads) + " is not a multiple of gqa = " +
+           std::to_string(spec.gqa);
+  return "";
+}
+
+/// Splits --candidates into `given` and checks each: it sets only tile_q,
+/// tile_kv and stages, and makes a valid spec with --spec. "" when all do.
+std::string checkCandidates(const TuneOptions &o, std::vector<std::string> &given) {
+  std::istringstream in(o.candidates);
+  for (std::string c; std::getline(in, c, ';');) {
+    if (c.find_first_not_of(' ') == std::string::npos)
+      continue;
+    std::istringstream fields(c);
+    for (std::string f; std::getline(fields, f, ',');) {
+      const std::string name = f.substr(0, f.find('='));
+      const size_t b = name.find_first_not_of(' '), e = name.find_last_not_of(' ');
+      const std::string trimmed = b == std::string::npos ? "" : name.substr(b, e + 1 - b);
+      if (trimmed != "tile_q" && trimmed != "tile_kv" && trimmed != "stages")
+        return "--candidates '" + c + "': '" + trimmed +
+               "': a candidate sets tile_q, tile_kv and stages only";
+    }
+    if (SpecResult r = parseSpec(o.spec + (o.spec.empty() ? "" : ",") + c); !r)
+      return "--candidates '" + c + "': " + r.error->message();
+    given.push_back(c);
+  }
+  if (!o.candidates.empty() && given.empty())
+    return "--candidates '" + o.candidates + "' lists no candidate";
+  return "";
+}
 } // namespace
 
 int tune(const TuneOptions &o) {
@@ -63,13 +115,23 @@ int tune(const TuneOptions &o) {
   TuningTable::install(nullptr);
   if (mentions(o.spec, "tile_q") || mentions(o.spec, "tile_kv") || mentions(o.spec, "stages"))
     return fail("tune chooses tile_q, tile_kv and stages: leave them out of --spec");
-  // The spec is checked before the GPU is looked for, so a bad spec or a CPU
-  // target is said on any machine (with the default target while none is named).
+  // The spec, the shape, the candidates and the table are checked before the
+  // GPU is looked for, so bad input is said on any machine (with the default
+  // target while none is named).
   if (SpecResult alone = parseSpec(o.spec); !alone)
     return fail(alone.error->message());
   else if (!alone.spec->isGPU())
     return fail("the spec says target = cpu; tune measures GPU kernels");
+  std::vector<std::string> given; // --candidates, split
+  if (std::string why = checkCandidates(o, given); !why.empty())
+    return fail(why);
+  if (std::string why = checkShape(o, *parseSpec(o.spec).spec); !why.empty())
+    return fail(why);
   std::string error;
+  const std::string path = o.file.empty() ? TuningTable::defaultPath() : o.file;
+  TuningTable table;
+  if (!o.dryRun && !table.load(path, error))
+    return fail(error + " (fix or remove the file; nothing written)");
   std::unique_ptr<Runtime> rt = Runtime::create(error);
   if (!rt)
     return fail(error);
@@ -85,13 +147,8 @@ int tune(const TuneOptions &o) {
   const bool decode = base.mode == Mode::Decode;
 
   // Candidates: the built-in default first (the reference), then the list.
-  std::vector<std::string> lists;
-  if (!o.candidates.empty()) {
-    std::istringstream in(o.candidates);
-    for (std::string c; std::getline(in, c, ';');)
-      if (!c.empty())
-        lists.push_back(c);
-  } else {
+  std::vector<std::string> lists = given;
+  if (lists.empty()) {
     // The tile grid (each with its measured pipeline depth), then the
     // built-in tiles at every depth the loop takes.
     const std::string tiles =
@@ -140,14 +197,10 @@ int tune(const TuneOptions &o) {
   }
 
   // One shape for every candidate, the same inputs.
-  const int64_t seqLen = o.seqLen > 0 ? o.seqLen : 4096;
+  const TuneShape shape = tuneShape(o, base);
+  const int64_t seqLen = shape.seqLen;
   const int64_t qLen = decode ? base.tile_q : seqLen;
-  const int batch = static_cast<int>(decode ? (o.batch > 0 ? o.batch : 64)
-                                            : std::max<int64_t>(1, (o.batch > 0 ? o.batch : 16384 / seqLen)));
-  const int qHeads = static_cast<int>(o.heads > 0 ? o.heads : decode ? 32 : 2048 / base.head_dim);
-  if (qHeads % base.gqa != 0)
-    return fail("--heads " + std::to_string(qHeads) + " is not a multiple of gqa = " +
-                std::to_string(base.gqa));
+  const int batch = static_cast<int>(shape.batch), qHeads = static_cast<int>(shape.heads);
   const int kvHeads = static_cast<int>(qHeads / base.gqa);
   const CudaDriver *cu = CudaDriver::get(error);
   std::mt19937_64 rng(1);
@@ -220,10 +273,6 @@ int tune(const TuneOptions &o) {
                << " (" << note << ")\n";
   if (o.dryRun)
     return 0;
-  const std::string path = o.file.empty() ? TuningTable::defaultPath() : o.file;
-  TuningTable table;
-  if (!table.load(path, error))
-    return fail(error + " (fix or remove the file; nothing written)");
   table.set(base, chosen, note);
   if (!table.save(path, error))
     return fail(error);

@@ -39,9 +39,13 @@ static cl::OptionCategory attncCategory("attnc options");
 static cl::SubCommand emitCmd("emit", "Print the IR of a spec after a stage of the pipeline");
 static cl::SubCommand specCmd("spec", "Check a spec; print its canonical form and symbol");
 static cl::SubCommand runCmd("run", "Run a spec's kernel on random or .npy inputs and check it "
-                                    "against textbook attention");
+                                    "against textbook attention. On the CPU its spec's target "
+                                    "defaults to cpu (and dtype to f32); on the GPU to the "
+                                    "device's architecture");
 static cl::SubCommand traceCmd("trace", "Follow one query row through the online-softmax "
-                                        "recurrence, tile by tile");
+                                        "recurrence, tile by tile, on the CPU in f64. Its spec's "
+                                        "unset fields: target=cpu, dtype=f64, head_dim=32, "
+                                        "tile_q=1, tile_kv=4 (small, so there are tiles to watch)");
 static cl::SubCommand cacheCmd("cache", "List or empty the kernel cache: attnc cache list|clear");
 static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list | clear"), cl::init("list"),
                                         cl::sub(cacheCmd), cl::cat(attncCategory));
@@ -139,7 +143,7 @@ static cl::opt<std::string> aotOutput("o", cl::desc("The bundle folder to write"
                                       cl::cat(attncCategory));
 static cl::opt<std::string> aotName("name",
                                     cl::desc("The bundle's name (default: the folder's name)"),
-                                    cl::sub(aotCmd), cl::cat(attncCategory));
+                                    cl::value_desc("name"), cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<unsigned> aotJobs("j",
                                  cl::desc("Specs compiled at once (default: hardware threads; a "
                                           "decode spec with a pair kernel compiles its two "
@@ -184,7 +188,7 @@ static cl::opt<int64_t> tuneHeads("heads",
 static cl::opt<std::string> tuneFile("tuning-file",
                                      cl::desc("The table to update (default: $ATTNC_TUNING_FILE, "
                                               "else tuning.txt in the kernel cache directory)"),
-                                     cl::sub(tuneCmd), cl::cat(attncCategory));
+                                     cl::value_desc("file"), cl::sub(tuneCmd), cl::cat(attncCategory));
 static cl::opt<bool> tuneDryRun("dry-run", cl::desc("Measure and print; write nothing"),
                                 cl::init(false), cl::sub(tuneCmd), cl::cat(attncCategory));
 
@@ -230,6 +234,8 @@ Commands:
 Run `attnc <command> --help` for a command's flags.
 
 )";
+
+static const char *kCommandNames = "emit, spec, run, trace, explain, cache, tune or aot";
 
 static const char *kSpecHelp = R"(A spec is a comma-separated list of field=value pairs; unset fields take defaults:
   mode        prefill | decode                                  (prefill)
@@ -295,17 +301,34 @@ static int runSpec() {
   return 0;
 }
 
+/// Keeps what emit wrote, or says why it could not be written (a full disk)
+/// and leaves no partial file behind.
+static int keepOutput(llvm::ToolOutputFile &output) {
+  output.os().flush();
+  if (std::error_code ec = output.os().error()) {
+    llvm::errs() << "attnc: cannot write "
+                 << (outputFile == "-" ? std::string("the standard output") : outputFile.getValue())
+                 << ": " << ec.message() << "\n";
+    output.os().clear_error(); // reported here, not again when the stream closes
+    return 1;
+  }
+  output.keep();
+  return 0;
+}
+
 static int runEmit() {
   if (emitTarget.getNumOccurrences()) {
     // A spec that names its own target as well: say so (any other problem of
     // the spec with this target is the spec's own message, below).
-    if (auto own = attn::cli::fieldValue(specText, "target"); own && !own->empty()) {
+    if (auto own = attn::cli::fieldValue(specText, "target");
+        own && !own->empty() && *own != emitTarget.getValue()) {
       llvm::errs() << "attnc: --target " << emitTarget << " and the spec's target = " << *own
                    << ": give the target once\n";
       return 1;
     }
-    specText = specText.getValue() + (specText.empty() ? "" : ",") + "target=" +
-               emitTarget.getValue();
+    if (!attn::cli::mentions(specText, "target"))
+      specText = specText.getValue() + (specText.empty() ? "" : ",") + "target=" +
+                 emitTarget.getValue();
   }
   std::optional<attn::Spec> spec = readSpec();
   if (!spec)
@@ -365,15 +388,13 @@ static int runEmit() {
       return 1;
     }
     output->os() << source;
-    output->keep();
-    return 0;
+    return keepOutput(*output);
   }
   if (!printAfterAll || outputFile != "-") {
     module->print(output->os(), flags);
     output->os() << "\n";
   }
-  output->keep();
-  return 0;
+  return keepOutput(*output);
 }
 
 /// attnc cache list|clear: the disk cache of compiled kernels.
@@ -417,32 +438,22 @@ static int runCache() {
 #endif
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(attncCategory);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "attnc " << ATTNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
-  });
-  // `attnc --help` lists the commands and the spec's fields; `attnc <command>
-  // --help` says what the command does, its flags, then (for a command that
-  // takes a spec) the spec's fields.
-  std::string overview = std::string(kCommands) + kSpecHelp;
-  std::unique_ptr<cl::extrahelp> specFields;
-  if (argc > 1)
-    for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
-      if (!sub->getName().empty() && sub->getName() == argv[1]) {
-        overview = "attnc: a compiler for FlashAttention-family kernels\n";
-        if (sub != &cacheCmd)
-          specFields = std::make_unique<cl::extrahelp>(kSpecHelp);
-      }
-  cl::ParseCommandLineOptions(argc, argv, overview);
-#ifdef ATTNC_HAVE_NVRTC
-  // Tile sizes `attnc tune` recorded on this machine become the defaults of
-  // the specs they were measured for (tune itself measures the built-ins).
-  if (!tuneCmd)
-    if (std::string e = attn::TuningTable::installDefault(); !e.empty())
-      llvm::errs() << "attnc: warning: the tuning table is ignored: " << e << "\n";
-#endif
+/// A flag as it is written: -o, --spec.
+static std::string flagName(llvm::StringRef name) {
+  return (name.size() == 1 ? "-" : "--") + name.str();
+}
+
+/// Runs the command the command line names; its exit status.
+static int runCommand() {
+  // A file or folder flag given as '' names nothing: refused, not read as unset.
+  for (cl::opt<std::string> *path : {&runQ, &runK, &runV, &runBlockTable, &runOut, &runLse,
+                                     &outputFile, &aotSpecs, &aotOutput, &aotVerify, &aotName,
+                                     &tuneFile})
+    if (path->getNumOccurrences() && path->empty()) {
+      llvm::errs() << "attnc: " << flagName(path->ArgStr) << " is empty: it needs a "
+                   << (path->ValueStr.empty() ? "value" : path->ValueStr) << "\n";
+      return 1;
+    }
   if (emitCmd)
     return runEmit();
   if (specCmd)
@@ -451,8 +462,10 @@ int main(int argc, char **argv) {
     attn::cli::RunOptions o;
     o.spec = specText;
     o.target = runTarget;
-    o.batch = runBatch;
-    o.numKVHeads = runKVHeads;
+    if (runBatch.getNumOccurrences())
+      o.batch = runBatch;
+    if (runKVHeads.getNumOccurrences())
+      o.numKVHeads = runKVHeads;
     if (runQLen.getNumOccurrences())
       o.qLen = runQLen;
     if (runKVLen.getNumOccurrences())
@@ -506,14 +519,72 @@ int main(int argc, char **argv) {
     attn::cli::TuneOptions o;
     o.spec = specText;
     o.candidates = tuneCandidates;
-    o.seqLen = tuneSeqLen;
-    o.batch = tuneBatch;
-    o.heads = tuneHeads;
+    if (tuneSeqLen.getNumOccurrences())
+      o.seqLen = tuneSeqLen;
+    if (tuneBatch.getNumOccurrences())
+      o.batch = tuneBatch;
+    if (tuneHeads.getNumOccurrences())
+      o.heads = tuneHeads;
     o.file = tuneFile;
     o.dryRun = tuneDryRun;
     return attn::cli::tune(o);
   }
-  llvm::errs() << "attnc: expected a command (emit, spec, run, trace, explain, cache, tune, aot); see "
-                  "`attnc --help`\n";
+  llvm::errs() << "attnc: expected a command (" << kCommandNames << "); see `attnc --help`\n";
   return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(attncCategory);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "attnc " << ATTNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
+  });
+  // `attnc --help` lists the commands and the spec's fields; `attnc <command>
+  // --help` says what the command does, its flags, then (for a command that
+  // takes a spec) the spec's fields.
+  std::string overview = std::string(kCommands) + kSpecHelp;
+  std::unique_ptr<cl::extrahelp> specFields;
+  cl::SubCommand *named = nullptr;
+  if (argc > 1)
+    for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
+      if (!sub->getName().empty() && sub->getName() == argv[1])
+        named = sub;
+  if (named) {
+    overview = "attnc: a compiler for FlashAttention-family kernels\n";
+    if (named != &cacheCmd)
+      specFields = std::make_unique<cl::extrahelp>(kSpecHelp);
+  } else if (argc > 1 && argv[1][0] != '-') {
+    // A first word that is not a flag must be a command (LLVM would print
+    // the overview and exit 0 for `attnc foo --help`).
+    llvm::errs() << "attnc: unknown command '" << argv[1] << "' (the commands are "
+                 << kCommandNames << "); see `attnc --help`\n";
+    return 1;
+  }
+  cl::ParseCommandLineOptions(argc, argv, overview);
+  // A flag given twice is a mistake to report, not a value to overwrite.
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
+    if (*sub && !sub->getName().empty())
+      for (const auto &entry : sub->OptionsMap)
+        if (entry.second->getNumOccurrences() > 1) {
+          llvm::errs() << "attnc " << sub->getName() << ": " << flagName(entry.first) << " given "
+                       << entry.second->getNumOccurrences() << " times: give it once\n";
+          return 1;
+        }
+#ifdef ATTNC_HAVE_NVRTC
+  // Tile sizes `attnc tune` recorded on this machine become the defaults of
+  // the specs they were measured for (tune itself measures the built-ins).
+  if (!tuneCmd)
+    if (std::string e = attn::TuningTable::installDefault(); !e.empty())
+      llvm::errs() << "attnc: warning: the tuning table is ignored: " << e << "\n";
+#endif
+  const int status = runCommand();
+  // Standard output that could not be written (a full disk) fails the
+  // command with a message, not an LLVM fatal error at exit.
+  llvm::outs().flush();
+  if (std::error_code ec = llvm::outs().error()) {
+    llvm::errs() << "attnc: cannot write the standard output: " << ec.message() << "\n";
+    llvm::outs().clear_error();
+    return 1;
+  }
+  return status;
 }

@@ -428,8 +428,9 @@ std::optional<SpecError> validateSpec(const Spec &s) {
                      "takes head_dim 64 or 128 with tile_q and tile_kv of 64 or 128 (here " +
                          std::to_string(s.head_dim) + ", " + std::to_string(s.tile_q) + " x " +
                          std::to_string(s.tile_kv) + ")"};
-  if (s.mode == Mode::Decode && (s.split_kv < 0 || s.split_kv > 1024))
-    return err("split_kv", s.split_kv, "must be auto or a number of splits in 1..1024");
+  if (s.mode == Mode::Decode && (s.split_kv < 0 || s.split_kv > kMaxSplitKV))
+    return err("split_kv", s.split_kv,
+               "must be auto or a number of splits in 1.." + std::to_string(kMaxSplitKV));
   return std::nullopt;
 }
 

@@ -13,6 +13,7 @@ namespace attn {
 namespace {
 constexpr int64_t kGridLimit = 65535; ///< grid y and z
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr double kLog2e = 1.4426950408889634; ///< log2(e): exp(x) = exp2(x * log2 e)
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -101,6 +102,13 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
     return "sequences longer than 2^31 - 1 tokens are not supported";
   if (!std::isfinite(a.scale) || a.scale < 0)
     return "scale = " + std::to_string(a.scale) + " must be finite and >= 0 (0: 1/sqrt(head_dim))";
+  // The kernel takes scale * log2(e) as an f32 (its exponent is in base 2).
+  if (a.scale * kLog2e > std::numeric_limits<float>::max()) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", a.scale);
+    return "scale = " + std::string(text) +
+           " is too large: scale x log2(e) must fit in f32, the type the scores are computed in";
+  }
   // 16 bytes: the tiles are copied in 16-byte pieces; 4: int32 arrays.
   struct Pointer {
     const char *what;
@@ -163,8 +171,8 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
       return "max_kv_len = " + str(a.max_kv_len) + " is more than total_kv = " + str(a.total_kv);
   }
   if (spec.mode == Mode::Decode) {
-    if (splits < 1 || splits > 1024)
-      return "num_splits = " + str(splits) + " must be in 1..1024";
+    if (splits < 1 || splits > kMaxSplitKV)
+      return "num_splits = " + str(splits) + " must be in 1.." + str(kMaxSplitKV);
     const size_t need = without_workspace ? 0 : workspaceBytes(spec, a, splits);
     if (need && !a.workspace)
       return "workspace is a null pointer: " + str(splits) + " KV splits need " +
@@ -260,7 +268,7 @@ kernel::Params makeParams(const Spec &spec, const AttentionArgs &a, int splits) 
   p.num_kv_heads = a.num_kv_heads;
   p.num_splits = splits;
   const double scale = a.scale > 0 ? a.scale : 1.0 / std::sqrt(double(spec.head_dim));
-  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.scale_log2 = static_cast<float>(scale * kLog2e);
   return p;
 }
 

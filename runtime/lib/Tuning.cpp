@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace attn {
@@ -66,6 +67,12 @@ std::string TuningTable::defaultPath() {
 }
 
 bool TuningTable::load(const std::string &path, std::string &error) {
+  // A folder opens like an empty file: it would read as nothing tuned.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = path + " is not a file";
+    return false;
+  }
   std::ifstream in(path);
   if (!in)
     return true; // no file: nothing tuned yet

@@ -110,6 +110,8 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
       {"max_q_len = 5 is more than total_q = 4", [](AttentionArgs &a) { a.max_q_len = 5; }},
       {"batch = 70000 is over the grid limit", [](AttentionArgs &a) { a.batch = 70000; }},
       {"scale = nan", [](AttentionArgs &a) { a.scale = std::nan(""); }},
+      {"scale = 3e+38 is too large: scale x log2(e) must fit in f32",
+       [](AttentionArgs &a) { a.scale = 3e38; }},
       {"num_splits = 2000 must be in 1..1024", [](AttentionArgs &a) { a.num_splits = 2000; }},
       {"kv_head_stride = 100 elements is not a multiple of 8",
        [](AttentionArgs &a) { a.kv_head_stride = 100; }},

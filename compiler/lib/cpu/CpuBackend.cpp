@@ -37,6 +37,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/TargetSelect.h"
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -67,8 +68,15 @@ std::string checkCpuArgs(const Spec &spec, const CpuArgs &a) {
     return "return_lse = true but lse is null";
   if (!std::isfinite(a.scale))
     return "scale = " + std::to_string(a.scale) + " is not finite";
-  if (spec.mode == Mode::Decode && spec.split_kv == kSplitKVAuto && a.numSplits < 1)
-    return "num_splits = " + str(a.numSplits) + ": need at least one split";
+  // The kernel takes the scale in its own type: an f32 kernel's must fit in f32.
+  if (spec.dtype != DType::F64 && std::fabs(a.scale) > std::numeric_limits<float>::max()) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", a.scale);
+    return "scale = " + std::string(text) + " does not fit in f32, the type this kernel computes in";
+  }
+  if (spec.mode == Mode::Decode && spec.split_kv == kSplitKVAuto &&
+      (a.numSplits < 1 || a.numSplits > kMaxSplitKV))
+    return "num_splits = " + str(a.numSplits) + " must be in 1.." + str(kMaxSplitKV);
   if (!spec.isPaged()) {
     if (a.kvLen > 0 && (!a.k || !a.v))
       return "k or v is null";

@@ -51,6 +51,8 @@ struct Mask {
 /// Split-KV for decode: `auto` (0, chosen at run time from the grid and the
 /// number of SMs) or a fixed number of splits.
 constexpr int64_t kSplitKVAuto = 0;
+/// The most KV splits a decode kernel takes (split_kv, or num_splits at launch).
+constexpr int64_t kMaxSplitKV = 1024;
 /// K/V stages in shared memory (the pipeline depth): `auto` (0, the measured
 /// choice of kvStages) or a fixed number.
 constexpr int64_t kStagesAuto = 0;
