@@ -530,6 +530,13 @@ int runGpu(const RunOptions &o) {
 } // namespace
 
 int run(const RunOptions &o) {
+  // One rule on both targets: the GPU kernels read a scale of 0 as
+  // 1/sqrt(head_dim) and take no negative one.
+  if (o.scale && !(std::isfinite(*o.scale) && *o.scale > 0)) {
+    std::string text;
+    llvm::raw_string_ostream(text) << llvm::format("%g", *o.scale);
+    return fail("--scale " + text + ": the softmax scale must be finite and > 0");
+  }
   if (o.target == "gpu") {
 #ifdef ATTNC_HAVE_NVRTC
     return runGpu(o);

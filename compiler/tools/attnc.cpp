@@ -86,7 +86,7 @@ static cl::opt<bool> runRagged("ragged",
                                cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<uint64_t> runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"),
                                  cl::sub(runCmd), cl::sub(traceCmd), cl::cat(attncCategory));
-static cl::opt<double> runScale("scale", cl::desc("Softmax scale (default 1/sqrt(head_dim))"),
+static cl::opt<double> runScale("scale", cl::desc("Softmax scale, > 0 (default 1/sqrt(head_dim))"),
                                 cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runSplits("num-splits",
                                   cl::desc("Splits for a decode spec with split_kv=auto (CPU "
