@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sys/stat.h>
 
 namespace attn::npy {
 
@@ -157,6 +158,11 @@ bool read(const std::string &path, Array &out, std::string &error) {
   return true;
 }
 
+bool writesThrough(const std::string &path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
 bool write(const std::string &path, const Array &array, std::string &error) {
   std::string descr = array.kind == Kind::F32 ? "<f4" : array.kind == Kind::F64 ? "<f8" : "<i4";
   std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
@@ -165,7 +171,8 @@ bool write(const std::string &path, const Array &array, std::string &error) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  const std::string tmp = path + ".tmp";
+  const bool through = writesThrough(path);
+  const std::string tmp = through ? path : path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
@@ -180,11 +187,12 @@ bool write(const std::string &path, const Array &array, std::string &error) {
     out.write(array.bytes.data(), array.bytes.size());
     if (!out.flush()) {
       error = path + ": write failed: " + std::strerror(errno);
-      std::remove(tmp.c_str());
+      if (!through)
+        std::remove(tmp.c_str());
       return false;
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!through && std::rename(tmp.c_str(), path.c_str()) != 0) {
     error = path + ": cannot move the finished file into place: " + std::strerror(errno);
     std::remove(tmp.c_str());
     return false;

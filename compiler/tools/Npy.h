@@ -29,8 +29,14 @@ const char *kindName(Kind k); ///< float32, float64, int32
 
 /// Reads `path`; on failure returns false and sets `error`.
 bool read(const std::string &path, Array &out, std::string &error);
-/// Writes `array` to `path` (through a temporary file renamed into place).
+/// Writes `array` to `path`: through a temporary file renamed into place, or
+/// straight into `path` where it is not a regular file (writesThrough).
 bool write(const std::string &path, const Array &array, std::string &error);
+
+/// True when `path` exists and is not a regular file (a link, a device such
+/// as /dev/stdout, a pipe): a file renamed onto it would replace it, so it is
+/// written in place.
+bool writesThrough(const std::string &path);
 
 } // namespace attn::npy
 

@@ -331,34 +331,49 @@ constexpr const char *kPending = ".pending";
 
 /// Writes --out and --lse for one sequence ([heads, q_len, head_dim], [heads, q_len]),
 /// both or neither: each goes to a file beside its target first, and only
-/// once both are written do they take the targets' names.
+/// once both are written do they take the targets' names. A target that is
+/// not a regular file (a link, a device such as /dev/stdout) is written
+/// through, after the side files: moving a file onto it would replace it.
 template <typename T>
 bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
                  const std::vector<T> &out, const std::vector<T> &lse, std::string &error) {
-  auto save = [&](const std::string &path, const std::vector<T> &data,
-                  std::vector<int64_t> shape) {
-    npy::Array a;
-    a.kind = std::is_same_v<T, double> ? npy::Kind::F64 : npy::Kind::F32;
-    a.shape = std::move(shape);
-    a.bytes.resize(data.size() * sizeof(T));
-    std::memcpy(a.bytes.data(), data.data(), a.bytes.size());
-    const std::string pending = path + kPending;
-    if (npy::write(pending, a, error))
-      return true;
-    error = path + error.substr(std::min(error.size(), pending.size())); // name the target, not the side file
-    return false;
+  struct Target {
+    std::string path;
+    const std::vector<T> *data;
+    std::vector<int64_t> shape;
+    bool through = false; ///< written in place, not moved into place
   };
   const int64_t h = batch.numQHeads(), q = batch.sequences[i].qLen;
-  std::vector<std::string> written;
+  std::vector<Target> targets;
+  if (!o.out.empty())
+    targets.push_back({o.out, &out, {h, q, batch.spec.head_dim}});
+  if (!o.lse.empty())
+    targets.push_back({o.lse, &lse, {h, q}});
+  for (Target &t : targets)
+    t.through = npy::writesThrough(t.path);
+  auto save = [&](const Target &t) {
+    npy::Array a;
+    a.kind = std::is_same_v<T, double> ? npy::Kind::F64 : npy::Kind::F32;
+    a.shape = t.shape;
+    a.bytes.resize(t.data->size() * sizeof(T));
+    std::memcpy(a.bytes.data(), t.data->data(), a.bytes.size());
+    const std::string file = t.through ? t.path : t.path + kPending;
+    if (npy::write(file, a, error))
+      return true;
+    error = t.path + error.substr(std::min(error.size(), file.size())); // name the target, not the side file
+    return false;
+  };
   bool ok = true;
-  if (!o.out.empty() && (ok = save(o.out, out, {h, q, batch.spec.head_dim})))
-    written.push_back(o.out);
-  if (ok && !o.lse.empty() && (ok = save(o.lse, lse, {h, q})))
-    written.push_back(o.lse);
-  for (const std::string &path : written) {
-    const std::string pending = path + kPending;
-    if (ok && std::rename(pending.c_str(), path.c_str()) != 0) {
-      error = path + ": cannot move the finished file into place: " + std::strerror(errno);
+  for (bool through : {false, true}) // the side files first, then the targets written through
+    for (const Target &t : targets)
+      if (ok && t.through == through)
+        ok = save(t);
+  for (const Target &t : targets) {
+    if (t.through)
+      continue;
+    const std::string pending = t.path + kPending;
+    if (ok && std::rename(pending.c_str(), t.path.c_str()) != 0) {
+      error = t.path + ": cannot move the finished file into place: " + std::strerror(errno);
       ok = false;
     }
     std::remove(pending.c_str()); // gone already where the move succeeded

@@ -117,7 +117,22 @@ bool TuningTable::load(const std::string &path, std::string &error) {
   return true;
 }
 
-bool TuningTable::save(const std::string &path, std::string &error) const {
+bool TuningTable::save(const std::string &given, std::string &error) const {
+  // A link to the table stays a link: the file it names is replaced (or
+  // made, for a link to a file not written yet).
+  std::string path = given;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    char target[4096];
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
+      break;
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    if (n <= 0)
+      break;
+    const std::string to(target, n);
+    const size_t slash = path.rfind('/');
+    path = to[0] == '/' || slash == std::string::npos ? to : path.substr(0, slash + 1) + to;
+  }
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);

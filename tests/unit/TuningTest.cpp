@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace attn;
@@ -113,4 +114,31 @@ TEST_CASE("a bad tuning table is refused with its line, and bad tiles are never 
   CHECK(parsed("mask=causal,mma=sync").tile_q == 128);
   TuningTable::install(nullptr);
   std::remove(path.c_str());
+}
+
+TEST_CASE("a tuning table saved through a link keeps the link, and a folder is no table",
+          "[tuning]") {
+  const std::string file = tempPath("linked.txt"), link = tempPath("link.txt");
+  std::remove(file.c_str());
+  std::remove(link.c_str());
+  REQUIRE(::symlink(file.c_str(), link.c_str()) == 0);
+  TuningTable table;
+  std::string error;
+  table.set(parsed("mask=causal"), {64, 64}, "");
+  REQUIRE(table.save(link, error));
+  char target[4096];
+  const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
+  REQUIRE(n > 0); // still a link, to the same file
+  CHECK(std::string(target, n) == file);
+  TuningTable again;
+  REQUIRE(again.load(file, error));
+  CHECK(again.size() == 1);
+
+  const std::string folder = tempPath("folder");
+  REQUIRE(::mkdir(folder.c_str(), 0700) == 0);
+  CHECK_FALSE(again.load(folder, error));
+  CHECK(error == folder + " is not a file");
+  ::rmdir(folder.c_str());
+  std::remove(link.c_str());
+  std::remove(file.c_str());
 }
