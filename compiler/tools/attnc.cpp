@@ -356,12 +356,6 @@ static int runEmit() {
   if (!plainNames)
     flags.printNameLocAsPrefix();
 
-  std::string error;
-  auto output = openOutputFile(outputFile, &error);
-  if (!output) {
-    llvm::errs() << "attnc: cannot write " << outputFile << ": " << error << "\n";
-    return 1;
-  }
   if (printAfterAll) {
     llvm::outs() << "// -----// textbook: " << spec->str() << " //----- //\n";
     module->print(llvm::outs(), flags);
@@ -380,20 +374,28 @@ static int runEmit() {
       return 1;
     }
   }
+  // What -o gets, made before the file is opened: a failure leaves an
+  // existing file as it was.
+  std::string text;
   if (stage == "cuda") {
-    std::string source, error;
+    std::string error;
     attn::CudaLaunchShape shape;
-    if (!attn::emitCuda(*module, *spec, source, shape, error)) {
+    if (!attn::emitCuda(*module, *spec, text, shape, error)) {
       llvm::errs() << "attnc: cannot emit CUDA for " << spec->str() << ": " << error << "\n";
       return 1;
     }
-    output->os() << source;
-    return keepOutput(*output);
+  } else if (!printAfterAll || outputFile != "-") {
+    llvm::raw_string_ostream os(text);
+    module->print(os, flags);
+    os << "\n";
   }
-  if (!printAfterAll || outputFile != "-") {
-    module->print(output->os(), flags);
-    output->os() << "\n";
+  std::string error;
+  auto output = openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::errs() << "attnc: cannot write " << outputFile << ": " << error << "\n";
+    return 1;
   }
+  output->os() << text;
   return keepOutput(*output);
 }
 

@@ -274,6 +274,10 @@ llvm::Expected<std::unique_ptr<CpuKernel>> CpuKernel::compile(const Spec &spec,
   ExecutionEngineOptions options;
   auto transformer = makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, nullptr);
   options.transformer = transformer;
+  // No profiler or debugger hooks: the perf listener would leave a jitdump
+  // folder under /tmp/.debug for every kernel compiled.
+  options.enablePerfNotificationListener = false;
+  options.enableGDBNotificationListener = false;
   auto engine = ExecutionEngine::create(*module, options);
   if (!engine)
     return engine.takeError();
