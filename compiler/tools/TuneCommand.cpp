@@ -129,6 +129,9 @@ int tune(const TuneOptions &o) {
     return fail(why);
   std::string error;
   const std::string path = o.file.empty() ? TuningTable::defaultPath() : o.file;
+  if (!o.dryRun && path.empty())
+    return fail("no tuning file (no home directory): give --tuning-file, or set "
+                "ATTNC_TUNING_FILE or ATTNC_CACHE_DIR");
   TuningTable table;
   if (!o.dryRun && !table.load(path, error))
     return fail(error + " (fix or remove the file; nothing written)");

@@ -411,6 +411,10 @@ static int runCache() {
   }
   // Listing or clearing creates nothing: a missing folder holds no kernels.
   const std::string dir = attn::KernelCache::defaultDirectory();
+  if (dir.empty()) {
+    llvm::errs() << "attnc cache: no cache directory (no home directory): set ATTNC_CACHE_DIR\n";
+    return 1;
+  }
   if (!llvm::sys::fs::exists(dir)) {
     llvm::outs() << (cacheAction == "clear" ? "removed 0 kernels: " : "0 kernels: ") << dir
                  << " does not exist\n";

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
+#include <pwd.h>
 #include <sstream>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -80,14 +81,25 @@ const char *name(CacheSource s) {
 std::string KernelCache::defaultDirectory() {
   if (const char *d = std::getenv("ATTNC_CACHE_DIR"); d && *d)
     return d;
-  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+  // The XDG rule: a relative XDG_CACHE_HOME is ignored.
+  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x == '/')
     return std::string(x) + "/attnc";
   if (const char *home = std::getenv("HOME"); home && *home)
     return std::string(home) + "/.cache/attnc";
-  return "/tmp/attnc-cache";
+  // No HOME (a service, a container): the user's home from the password
+  // database; never a shared folder such as /tmp, whose cubins anyone could
+  // have put there.
+  if (const passwd *pw = getpwuid(getuid()); pw && pw->pw_dir && *pw->pw_dir == '/')
+    return std::string(pw->pw_dir) + "/.cache/attnc";
+  return "";
 }
 
 KernelCache::KernelCache(std::string dir) : dir_(dir.empty() ? defaultDirectory() : dir) {
+  if (dir_.empty()) {
+    warning_ = "attnc: no kernel cache directory (no home directory; set ATTNC_CACHE_DIR): "
+               "compiled kernels stay in memory only";
+    return;
+  }
   // Writable is what counts: create and remove a probe file.
   if (makeDirectories(dir_)) {
     const std::string probe = dir_ + "/.probe." + std::to_string(getpid());
@@ -273,11 +285,19 @@ std::vector<CacheEntry> KernelCache::list() const {
   while (dirent *e = readdir(d)) {
     std::string n = e->d_name;
     if (n.size() > 6 && n.compare(n.size() - 6, 6, ".cubin") == 0 && n[0] != '.') {
+      // Only what attnc wrote: a regular file that starts with the entry's
+      // magic line (a folder pointed at a bundle's or anyone's cubins lists
+      // none of them, and clear removes none).
+      const std::string file = dir_ + "/" + n;
       struct stat st;
-      CacheEntry entry{n, 0};
-      if (stat((dir_ + "/" + n).c_str(), &st) == 0)
-        entry.bytes = st.st_size;
-      entries.push_back(entry);
+      if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+        continue;
+      const std::string want = std::string(kMagic) + "\n";
+      std::string first(want.size(), '\0');
+      std::ifstream in(file, std::ios::binary);
+      if (!in.read(first.data(), static_cast<std::streamsize>(first.size())) || first != want)
+        continue;
+      entries.push_back({n, static_cast<long long>(st.st_size)});
     }
   }
   closedir(d);

@@ -63,10 +63,13 @@ bool parseTiles(const std::string &text, TunedTiles &t) {
 std::string TuningTable::defaultPath() {
   if (const char *p = std::getenv("ATTNC_TUNING_FILE"); p && *p)
     return p;
-  return KernelCache::defaultDirectory() + "/tuning.txt";
+  const std::string dir = KernelCache::defaultDirectory();
+  return dir.empty() ? "" : dir + "/tuning.txt";
 }
 
 bool TuningTable::load(const std::string &path, std::string &error) {
+  if (path.empty())
+    return true; // no table anywhere: nothing tuned
   // A folder opens like an empty file: it would read as nothing tuned.
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -118,6 +121,10 @@ bool TuningTable::load(const std::string &path, std::string &error) {
 }
 
 bool TuningTable::save(const std::string &given, std::string &error) const {
+  if (given.empty()) {
+    error = "no tuning file (no home directory): set ATTNC_TUNING_FILE or ATTNC_CACHE_DIR";
+    return false;
+  }
   // A link to the table stays a link: the file it names is replaced (or
   // made, for a link to a file not written yet).
   std::string path = given;

@@ -77,6 +77,9 @@ public:
   /// The one warning about the disk cache, or "".
   const std::string &warning() const { return warning_; }
 
+  /// $ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc (an absolute one), else
+  /// ~/.cache/attnc ($HOME, else the password database's home); "" when
+  /// there is no home.
   static std::string defaultDirectory();
 
 private:

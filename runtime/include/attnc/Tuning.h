@@ -32,6 +32,8 @@ public:
     std::string note; ///< e.g. the measured speed-up, kept as a comment
   };
 
+  /// $ATTNC_TUNING_FILE, else tuning.txt in the kernel cache directory; ""
+  /// when there is neither.
   static std::string defaultPath();
 
   /// Reads `path`. A missing file is an empty table (true); a line that is
