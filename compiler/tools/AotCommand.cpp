@@ -158,8 +158,34 @@ std::string bundleSource(const std::string &name, const std::vector<Job> &jobs) 
 }
 } // namespace
 
+/// The bytes of bundle.cpp's array `name` (as bundleSource writes it), or
+/// false when there is no such array or it does not parse.
+bool embeddedArray(const std::string &source, const std::string &name, std::vector<char> &bytes) {
+  const std::string head = "const unsigned char " + name + "[] = {";
+  size_t at = source.find(head);
+  if (at == std::string::npos)
+    return false;
+  const size_t end = source.find("};", at);
+  if (end == std::string::npos)
+    return false;
+  bytes.clear();
+  for (at += head.size(); at < end;) {
+    at = source.find_first_not_of(" \n,", at);
+    if (at >= end)
+      break;
+    char *stop = nullptr;
+    const long v = std::strtol(source.c_str() + at, &stop, 10);
+    if (stop == source.c_str() + at || v < 0 || v > 255)
+      return false;
+    bytes.push_back(static_cast<char>(v));
+    at = stop - source.c_str();
+  }
+  return true;
+}
+
 /// `attnc aot --verify DIR`: every kernel the manifest lists is in cubins/
-/// with its size and checksum, and bundle.cpp registers it.
+/// and embedded in bundle.cpp with its size and checksum, and bundle.cpp
+/// registers it.
 int verify(const std::string &dir) {
   std::ifstream manifest(dir + "/manifest.txt");
   if (!manifest)
@@ -185,33 +211,48 @@ int verify(const std::string &dir) {
       continue;
     }
     ++kernels;
-    auto check = [&](const std::string &name, long long size, const std::string &want) {
-      std::ifstream in(dir + "/" + name, std::ios::binary);
-      std::vector<char> cubin((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
+    // A cubin (a file in cubins/ or an array of bundle.cpp) against the manifest.
+    auto compare = [&](const std::string &what, const std::vector<char> &cubin, long long size,
+                       const std::string &want) {
       std::ostringstream sum;
       sum << std::hex << fnv1a(cubin);
-      if (!in.good() && cubin.empty())
-        llvm::errs() << "attnc aot: " << where << name << " is missing\n", ++problems;
-      else if (static_cast<long long>(cubin.size()) != size || sum.str() != want)
-        llvm::errs() << "attnc aot: " << where << name << " is corrupted (" << cubin.size()
+      if (static_cast<long long>(cubin.size()) != size || sum.str() != want)
+        llvm::errs() << "attnc aot: " << where << what << " is corrupted (" << cubin.size()
                      << " bytes, checksum " << sum.str() << "; the manifest says " << size
                      << " bytes, " << want << ")\n",
             ++problems;
     };
-    check(file, bytes, fnv);
+    const std::string index = std::to_string(kernels - 1);
+    auto check = [&](const std::string &name, long long size, const std::string &want,
+                     const std::string &array) {
+      std::ifstream in(dir + "/" + name, std::ios::binary);
+      std::vector<char> cubin((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+      if (!in.good() && cubin.empty())
+        llvm::errs() << "attnc aot: " << where << name << " is missing\n", ++problems;
+      else
+        compare(name, cubin, size, want);
+      // What the application compiles in: bundle.cpp's copy of the same bytes.
+      std::vector<char> embedded;
+      if (!embeddedArray(source.str(), array, embedded))
+        llvm::errs() << "attnc aot: " << where << "bundle.cpp has no array " << array << "\n",
+            ++problems;
+      else
+        compare("bundle.cpp's " + array, embedded, size, want);
+    };
+    check(file, bytes, fnv, "cubin" + index);
     // A decode kernel with a pair kernel: its module's file, size and checksum.
     std::string pairFile, pairFnv;
     long long pairBytes;
     const bool listsPair = static_cast<bool>(fields >> pairFile);
     if (listsPair) {
       if (fields >> pairBytes >> pairFnv)
-        check(pairFile, pairBytes, pairFnv);
+        check(pairFile, pairBytes, pairFnv, "pair_cubin" + index);
       else
         llvm::errs() << "attnc aot: " << where << "not a manifest line\n", ++problems;
     }
     // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.
-    const std::string i = std::to_string(kernels - 1);
+    const std::string &i = index;
     if ((source.str().find(", sizeof pair_cubin" + i + ",") != std::string::npos) != listsPair)
       llvm::errs() << "attnc aot: " << where << "bundle.cpp " << (listsPair ? "lacks" : "has")
                    << " the pair kernel's cubin the manifest " << (listsPair ? "lists" : "does not list")
@@ -280,15 +321,21 @@ int aot(const AotOptions &o) {
     if (line.empty())
       continue;
     const bool named = mentions(line, "target");
+    const std::string where = o.specsFile + ":" + std::to_string(number) + ": ";
+    // A line may be bad for one architecture only (mma=wgmma on sm_80): each
+    // such build is reported with its architecture, and --skip-bad keeps the
+    // others; a line bad for all of them alike is reported once.
+    std::vector<std::pair<std::string, std::string>> failed; // arch, message
     for (const std::string &arch : archs) {
       SpecResult r = parseSpec(named ? line : line + ",target=" + arch);
       if (!r) {
-        bad.push_back(o.specsFile + ":" + std::to_string(number) + ": " + r.error->message());
-        break;
+        failed.push_back({arch, r.error->message()});
+        if (named)
+          break;
+        continue;
       }
       if (!r.spec->isGPU()) {
-        bad.push_back(o.specsFile + ":" + std::to_string(number) +
-                      ": target = cpu: a bundle holds GPU kernels");
+        failed.push_back({arch, "target = cpu: a bundle holds GPU kernels"});
         break;
       }
       Job job;
@@ -303,6 +350,14 @@ int aot(const AotOptions &o) {
       if (named)
         break; // the line chose its architecture
     }
+    const bool alike = std::all_of(failed.begin(), failed.end(), [&](const auto &f) {
+      return f.second == failed.front().second;
+    });
+    if (!failed.empty() && alike && (named || failed.size() == archs.size()))
+      bad.push_back(where + failed.front().second);
+    else
+      for (const auto &[arch, message] : failed)
+        bad.push_back(where + "for " + arch + ": " + message);
   }
   for (const std::string &b : bad)
     llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << b << "\n";

@@ -134,7 +134,7 @@ static cl::opt<std::string> aotSpecs("specs",
                                      cl::value_desc("file"), cl::sub(aotCmd),
                                      cl::cat(attncCategory));
 static cl::opt<std::string> aotArchs("arch",
-                                     cl::desc("Architectures, comma separated (a line that names "
+                                     cl::desc("Architectures, comma separated (default: sm_80,sm_90a; a line that names "
                                               "its target is built for that one only)"),
                                      cl::init("sm_80,sm_90a"), cl::sub(aotCmd),
                                      cl::cat(attncCategory));
@@ -510,6 +510,15 @@ static int runCommand() {
   if (cacheCmd)
     return runCache();
   if (aotCmd) {
+    // --verify checks a bundle; the flags that build one do not go with it.
+    if (aotVerify.getNumOccurrences())
+      for (const cl::Option *flag : std::initializer_list<const cl::Option *>{
+               &aotSpecs, &aotArchs, &aotOutput, &aotName, &aotJobs, &aotSkipBad, &aotForce})
+        if (flag->getNumOccurrences()) {
+          llvm::errs() << "attnc aot: " << flagName(flag->ArgStr)
+                       << " builds a bundle; --verify only checks one (give them apart)\n";
+          return 1;
+        }
     attn::cli::AotOptions o;
     o.specsFile = aotSpecs;
     o.archs = aotArchs;
