@@ -164,6 +164,8 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
            false;
   s.q = values<T>(q);
   if (paged) {
+    if (k.shape[0] < 1)
+      return error = "k (" + o.k + ") holds 0 pages: a paged cache needs at least one", false;
     if (k.shape[1] != spec.page_size)
       return error = "k_cache has pages of " + std::to_string(k.shape[1]) +
                      " tokens, the spec says page_size = " + std::to_string(spec.page_size),
@@ -250,26 +252,24 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
          ", more than half of this machine's " + gib(memory) + "; use smaller sizes";
 }
 
-/// The batch to run: the .npy inputs, or random ones (seed printed).
-template <typename T>
-bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
-                  harness::Batch<T> &batch, std::string &error) {
+/// Why the flags do not go together or with the spec, or "" (nothing read
+/// or made yet, so it is said before a GPU is looked for).
+std::string checkFlags(const Spec &spec, const RunOptions &o) {
   const bool fromFiles = !o.q.empty();
   if (o.numSplits && spec.mode != Mode::Decode)
-    return error = "--num-splits: prefill has no KV splits (a decode spec's)", false;
+    return "--num-splits: prefill has no KV splits (a decode spec's)";
   if (o.numSplits && spec.split_kv != kSplitKVAuto && *o.numSplits != spec.split_kv)
-    return error = "--num-splits " + std::to_string(*o.numSplits) +
-                   " but the spec says split_kv = " + std::to_string(spec.split_kv) +
-                   " (--num-splits is for split_kv = auto)",
-           false;
+    return "--num-splits " + std::to_string(*o.numSplits) + " but the spec says split_kv = " +
+           std::to_string(spec.split_kv) + " (--num-splits is for split_kv = auto)";
   if (o.numSplits && (*o.numSplits < 1 || *o.numSplits > kMaxSplitKV))
-    return error = "--num-splits " + std::to_string(*o.numSplits) + " must be in 1.." +
-                   std::to_string(kMaxSplitKV),
-           false;
+    return "--num-splits " + std::to_string(*o.numSplits) + " must be in 1.." +
+           std::to_string(kMaxSplitKV);
   if (!o.out.empty() && o.out == o.lse)
-    return error = "--out and --lse name the same file, " + o.out, false;
+    return "--out and --lse name the same file, " + o.out;
   if (!fromFiles && (!o.k.empty() || !o.v.empty() || !o.blockTable.empty()))
-    return error = "--k, --v and --block-table come with --q", false;
+    return "--k, --v and --block-table come with --q";
+  if ((o.qLen && *o.qLen < 0) || (o.kvLen && *o.kvLen < 0))
+    return "--q-len and --kv-len must be >= 0";
   if (fromFiles) {
     // The files give the shape and the values: a flag for random inputs
     // would be ignored, so it is refused.
@@ -277,21 +277,28 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
                                {o.numKVHeads.has_value(), "--num-kv-heads"},
                                {o.ragged, "--ragged"}, {o.seed.has_value(), "--seed"}})
       if (given)
-        return error = std::string(flag) +
-                       " is for random inputs; with --q the .npy files give the shape and "
-                       "the values",
-               false;
-    return batchFromFiles<T>(spec, o, batch, error);
+        return std::string(flag) +
+               " is for random inputs; with --q the .npy files give the shape and the values";
+    return "";
   }
+  if ((!o.out.empty() || !o.lse.empty()) && o.batch.value_or(1) != 1)
+    return "--out and --lse write one sequence: use --batch 1 (or --q inputs)";
+  if (o.batch.value_or(1) < 1 || o.numKVHeads.value_or(2) < 1)
+    return "--batch and --num-kv-heads must be >= 1";
+  return "";
+}
+
+/// The batch to run: the .npy inputs, or random ones (seed printed).
+template <typename T>
+bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
+                  harness::Batch<T> &batch, std::string &error) {
+  if (error = checkFlags(spec, o); !error.empty())
+    return false;
+  if (!o.q.empty())
+    return batchFromFiles<T>(spec, o, batch, error);
   const int64_t numSeqs = o.batch.value_or(1), numKVHeads = o.numKVHeads.value_or(2);
-  if ((!o.out.empty() || !o.lse.empty()) && numSeqs != 1)
-    return error = "--out and --lse write one sequence: use --batch 1 (or --q inputs)", false;
-  if (numSeqs < 1 || numKVHeads < 1)
-    return error = "--batch and --num-kv-heads must be >= 1", false;
   const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? 1 : 128);
   const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
-  if (qLen < 0 || kvLen < 0)
-    return error = "--q-len and --kv-len must be >= 0", false;
   if (std::string why = inputsFit<T>(spec, numSeqs, numKVHeads, qLen, kvLen); !why.empty())
     return error = why, false;
   std::vector<std::pair<int64_t, int64_t>> lengths;
@@ -301,10 +308,12 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
       continue;
     }
     // Ragged: each sequence gets its own lengths, up to the ones given.
-    int64_t kv = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(kvLen, 1))(rng);
-    int64_t q = spec.mode == Mode::Decode
-                    ? qLen
-                    : std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(qLen, 1))(rng);
+    // A length of 0 stays 0 (an empty sequence or cache is a case to test).
+    auto draw = [&](int64_t n) {
+      return n == 0 ? 0 : std::uniform_int_distribution<int64_t>(1, n)(rng);
+    };
+    int64_t kv = draw(kvLen);
+    int64_t q = spec.mode == Mode::Decode ? qLen : draw(qLen);
     lengths.push_back({q, kvLen == qLen && spec.mode == Mode::Prefill ? q : kv});
   }
   batch = harness::randomBatch<T>(spec, lengths, numKVHeads, rng);
@@ -476,23 +485,35 @@ int runTyped(const Spec &spec, const RunOptions &o) {
 /// The spec's kernel on the GPU: inputs rounded to its 16-bit type (the
 /// reference sees the same values), one launch, outputs back as f32.
 int runGpu(const RunOptions &o) {
+  // The spec (for the device's architecture, sm_90a until it is known).
+  auto specFor = [&](Target device) -> std::optional<Spec> {
+    std::string text = o.spec;
+    if (!mentions(text, "target"))
+      text += (text.empty() ? "" : ",") + std::string("target=") + name(device);
+    if (!o.lse.empty() && !mentions(text, "return_lse"))
+      text += ",return_lse=true";
+    SpecResult parsed = parseSpec(text);
+    if (!parsed)
+      return fail(parsed.error->message()), std::nullopt;
+    if (!parsed.spec->isGPU())
+      return fail("the spec says target = cpu, but --target gpu runs on the GPU"), std::nullopt;
+    if (!o.lse.empty() && !parsed.spec->return_lse)
+      return fail("--lse needs return_lse = true in the spec"), std::nullopt;
+    if (std::string why = checkFlags(*parsed.spec, o); !why.empty())
+      return fail(why), std::nullopt;
+    return parsed.spec;
+  };
+  // Bad input is said before the GPU is looked for, on any machine.
+  if (!specFor(Target::SM90a))
+    return 1;
   std::string error;
   std::unique_ptr<Runtime> rt = Runtime::create(error);
   if (!rt)
     return fail("--target gpu: " + error);
-  std::string text = o.spec;
-  if (!mentions(text, "target"))
-    text += (text.empty() ? "" : ",") + std::string("target=") + name(rt->target());
-  if (!o.lse.empty() && !mentions(text, "return_lse"))
-    text += ",return_lse=true";
-  SpecResult parsed = parseSpec(text);
-  if (!parsed)
-    return fail(parsed.error->message());
-  const Spec spec = *parsed.spec;
-  if (!spec.isGPU())
-    return fail("the spec says target = cpu, but --target gpu runs on the GPU (" + rt->arch() + ")");
-  if (!o.lse.empty() && !spec.return_lse)
-    return fail("--lse needs return_lse = true in the spec");
+  const std::optional<Spec> found = specFor(rt->target());
+  if (!found)
+    return 1;
+  const Spec spec = *found;
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
   std::mt19937_64 rng(seed);
   harness::Batch<float> batch;
