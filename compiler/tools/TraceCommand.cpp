@@ -29,7 +29,7 @@ int trace(const TraceOptions &o) {
   }
   if (o.row < -1) {
     llvm::errs() << "attnc trace: --row " << o.row
-                 << " is not a query row (rows count from 0; the default is the last)\n";
+                 << " is not a query row (rows count from 0; -1, the default, is the last)\n";
     return 1;
   }
   // Small tiles by default, so that there are tiles to watch.

@@ -113,7 +113,7 @@ static cl::opt<std::string>
 // attnc trace
 static cl::opt<int64_t> traceKVLen("kv-len", cl::desc("Keys to trace through (default 16)"),
                                    cl::init(16), cl::sub(traceCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> traceRow("row", cl::desc("Query row to follow (default: the last)"),
+static cl::opt<int64_t> traceRow("row", cl::desc("Query row to follow, from 0 (default -1: the last)"),
                                  cl::init(-1), cl::sub(traceCmd), cl::cat(attncCategory));
 
 // attnc explain
@@ -241,14 +241,18 @@ static const char *kSpecHelp = R"(A spec is a comma-separated list of field=valu
   mode        prefill | decode                                  (prefill)
   head_dim    32..256, a multiple of 16 on GPU targets          (128)
   dtype       f16 | bf16 on sm_80/sm_90a, f32 | f64 on cpu      (bf16; f32 on cpu)
-  tile_q      query rows per tile                               (target default, or tuned)
-  tile_kv     keys per KV tile                                  (target default, or tuned)
+  tile_q      query rows per tile: GPU prefill 16..256 in 16s,  (target default, or tuned)
+              GPU decode 1..16 query tokens, cpu 1..4096
+  tile_kv     keys per KV tile: GPU 16..256 in 16s, cpu 1..4096 (target default, or tuned)
+              (GPU: the tiles must fit in shared memory; `attnc spec` prints it)
   mask        none | causal | sliding_window(W)                 (none)
-  page_size   0 = contiguous KV, else tokens per page (decode needs >= 1)  (0)
-  gqa         num_q_heads / num_kv_heads, 1..256                (1)
+  page_size   0 = contiguous KV, else tokens per page, 1..65536 (0)
+              (decode needs >= 1)
+  gqa         num_q_heads / num_kv_heads, 1..256; GPU decode:   (1)
+              tile_q x gqa <= 128 query rows per block
   return_lse  true | false                                      (false)
   target      sm_80 | sm_90a | cpu                              (sm_90a)
-  split_kv    decode only: auto | number of splits              (auto)
+  split_kv    decode only: auto | number of splits, 1..1024     (auto)
   stages      K/V stages: auto | 1..2 prefill (2..8 warp-specialised), 2..4 decode
                                                                 (auto: measured)
   mma         GPU prefill: auto | sync | wgmma | wgmma_ws       (auto, see below)
@@ -337,6 +341,11 @@ static int runEmit() {
   std::string stage = ::stage;
   if (emitTarget.getNumOccurrences() && !::stage.getNumOccurrences() && spec->isGPU())
     stage = "cuda";
+  if (stage == "cuda" && plainNames) {
+    llvm::errs() << "attnc: --plain-names numbers the IR's values; --stage cuda prints CUDA, "
+                    "which has none to number\n";
+    return 1;
+  }
   const auto &passes = attn::pipelinePassNames();
   const bool knownStage = stage == "textbook" || stage == "final" || stage == "cuda" ||
                           llvm::is_contained(passes, stage);
@@ -454,7 +463,7 @@ static int runCommand() {
   // A file or folder flag given as '' names nothing: refused, not read as unset.
   for (cl::opt<std::string> *path : {&runQ, &runK, &runV, &runBlockTable, &runOut, &runLse,
                                      &outputFile, &aotSpecs, &aotOutput, &aotVerify, &aotName,
-                                     &tuneFile})
+                                     &tuneFile, &tuneCandidates})
     if (path->getNumOccurrences() && path->empty()) {
       llvm::errs() << "attnc: " << flagName(path->ArgStr) << " is empty: it needs a "
                    << (path->ValueStr.empty() ? "value" : path->ValueStr) << "\n";

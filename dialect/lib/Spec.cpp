@@ -617,6 +617,9 @@ SpecResult parseSpec(const std::string &text) {
                                                                          : comma - pos));
     pos = comma == std::string::npos ? body.size() + 1 : comma + 1;
     size_t eq = item.find('=');
+    if (item.empty())
+      return {std::nullopt, SpecError{"spec", quoted(item),
+                                      "an empty field=value between commas (a stray comma?)"}};
     if (eq == std::string::npos) {
       SpecError e{"spec", quoted(item), "expected field=value"};
       return {std::nullopt, e};

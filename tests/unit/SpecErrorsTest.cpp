@@ -47,9 +47,9 @@ TEST_CASE("malformed field lists are rejected", "[spec][errors]") {
       {"mode=decode,mask=  ", "invalid spec: mask = '': missing value"},
       {"head_dim", "invalid spec: spec = 'head_dim': expected field=value"},
       {"causal", "invalid spec: spec = 'causal': expected field=value"},
-      {"mode=prefill,", "invalid spec: spec = '': expected field=value"},
-      {",mode=prefill", "invalid spec: spec = '': expected field=value"},
-      {"mode=prefill,,gqa=2", "invalid spec: spec = '': expected field=value"},
+      {"mode=prefill,", "invalid spec: spec = '': an empty field=value between commas (a stray comma?)"},
+      {",mode=prefill", "invalid spec: spec = '': an empty field=value between commas (a stray comma?)"},
+      {"mode=prefill,,gqa=2", "invalid spec: spec = '': an empty field=value between commas (a stray comma?)"},
       {"mode=prefill;gqa=2",
        "invalid spec: mode = 'prefill;gqa=2': expected prefill or decode"},
   });
