@@ -82,7 +82,9 @@ static cl::opt<int64_t> runKVLen("kv-len",
                                           "--q and a paged cache, the sequence's length"),
                                  cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<bool> runRagged("ragged",
-                               cl::desc("Draw each sequence's lengths in 1..q-len / 1..kv-len"),
+                               cl::desc("Draw each sequence's lengths in 1..q-len / 1..kv-len "
+                                        "(a length of 0 stays 0; decode keeps q-len; a prefill "
+                                        "with kv-len = q-len keeps them equal)"),
                                cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<uint64_t> runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"),
                                  cl::sub(runCmd), cl::sub(traceCmd), cl::cat(attncCategory));
@@ -169,7 +171,8 @@ static cl::opt<std::string>
     tuneCandidates("candidates",
                    cl::desc("Tile sizes (and stages) to try, ';' between candidates (e.g. "
                             "\"tile_q=64,tile_kv=64;tile_kv=128,stages=1\"); default: tile_q 64 "
-                            "and 128 x tile_kv 32, 64, 128 (decode: tile_kv only), then the "
+                            "and 128 x tile_kv 32, 64, 128 (decode: tile_kv only; sm_90a "
+                            "head_dim 64: also tile_q 192 x tile_kv 64, 128), then the "
                             "built-in tiles at each pipeline depth (prefill 1-2, 2-4 in the warp-specialised block, "
                             "decode 2-4)"),
                    cl::sub(tuneCmd), cl::cat(attncCategory));
@@ -216,7 +219,7 @@ static cl::opt<bool> plainNames("plain-names",
                                          "after the algorithm (%m_new, %alpha)"),
                                 cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
 
-static cl::opt<std::string> outputFile("o", cl::desc("Write the final IR to <file>"),
+static cl::opt<std::string> outputFile("o", cl::desc("Write what --stage selects (IR, or CUDA) to <file>"),
                                        cl::value_desc("file"), cl::init("-"), cl::sub(emitCmd),
                                        cl::cat(attncCategory));
 

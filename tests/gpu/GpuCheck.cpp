@@ -325,7 +325,7 @@ int main(int argc, char **argv) {
   bool quick = false, jit = false, benchOnly = false;
   std::vector<std::string> specs, variants, sourcePaths;
   std::string rows = "all";
-  // The benchmark's decode rows (PERF.md), unless --decode-row gives others.
+  // The benchmark's five GQA decode rows, unless --decode-row gives others.
   std::vector<DecodeRow> decodeRows;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

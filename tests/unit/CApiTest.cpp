@@ -91,6 +91,14 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   c.head_dim = 128;
   CHECK(attnc_attention_spec(&c, "sm_75", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).find("target") != std::string::npos);
+  // A GPU's architecture as attnc_runtime_arch gives it names its target.
+  for (auto [arch, target] : {std::pair{"sm_86", "target=sm_80"}, {"sm_89", "target=sm_80"},
+                              {"sm_90", "target=sm_90a"}, {"sm_90a", "target=sm_90a"}}) {
+    INFO(arch);
+    REQUIRE(attnc_attention_spec(&c, arch, buf, sizeof buf) == ATTNC_OK);
+    CHECK(std::string(buf).find(target) != std::string::npos);
+  }
+  CHECK(attnc_attention_spec(&c, "sm_86x", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attnc_attention_spec(&c, nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attnc_attention_spec(nullptr, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   c.size = 3;

@@ -14,6 +14,10 @@
 //   c.cu_seqlens_q = cu_q; c.seq_lens_k = lens; c.block_table = table;
 //   c.batch = 4; c.block_table_stride = 64; c.max_q_len = 1; c.max_kv_len = 1024;
 //   std::string error;
+//   // Split-KV decode merges its splits' partial states in a workspace:
+//   const int64_t bytes = attn::attentionWorkspaceBytes(runtime, c, error);
+//   if (bytes < 0) ...
+//   c.workspace = workspace_of_at_least(bytes); c.workspace_bytes = bytes;
 //   if (!attn::attention(runtime, c, stream, error)) ...
 //
 //===----------------------------------------------------------------------===//
@@ -50,7 +54,8 @@ struct AttentionCall {
   bool causal = false;
   int64_t window = 0;              ///< > 0: a causal sliding window of this many keys
   double scale = 0;                ///< 0: 1 / sqrt(head_dim)
-  std::optional<bool> decode;      ///< unset: decode for a paged cache with <= 16 query tokens
+  /// unset: decode for a paged cache with 1..16 query tokens and max_q_len x gqa <= 128
+  std::optional<bool> decode;
   std::optional<int64_t> split_kv; ///< decode: unset = auto
   CUdeviceptr workspace = 0;       ///< split-KV decode: workspaceBytes() bytes
   size_t workspace_bytes = 0;
@@ -70,7 +75,8 @@ struct AttentionShape {
   bool causal = false;
   int64_t window = 0; ///< > 0: a causal sliding window of this many keys
   bool return_lse = false;
-  std::optional<bool> decode;      ///< unset: decode for a paged cache with <= 16 query tokens
+  /// unset: decode for a paged cache with 1..16 query tokens and max_q_len x gqa <= 128
+  std::optional<bool> decode;
   std::optional<int64_t> split_kv; ///< decode: unset = auto
   int64_t tile_q = 0, tile_kv = 0; ///< 0: the defaults (tile_q is prefill's)
 };

@@ -27,7 +27,8 @@ bool emitCudaForSpec(const Spec &spec, std::string &source, CudaLaunchShape &sha
                      std::string &error);
 
 /// Reads back the first two lines of an emitted kernel, the spec and the
-/// launch shape (`// launch: threads=N shared_bytes=N [merge_threads=N] [cluster_merge=1]`),
+/// launch shape (`// launch: threads=N shared_bytes=N [merge_threads=N] [cluster_merge=1]
+/// [pair_shared_bytes=N]`),
 /// so that a kernel edited by hand can be compiled and launched like the
 /// emitted one. False with `error` set when they are missing or invalid.
 bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shape,

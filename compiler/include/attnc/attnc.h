@@ -7,9 +7,11 @@
  *
  * ABI rules: functions are only added, never changed; attnc_args starts
  * with its own size, so a caller built against an older header passes a
- * shorter struct and new fields read as 0. Every function returns an
- * attnc_status; on failure attnc_last_error() gives one line naming the
- * problem (thread-local, valid until the thread's next attnc call).
+ * shorter struct and new fields read as 0. Every function that can fail
+ * returns an attnc_status (the version queries, attnc_last_error and the
+ * destroy/release functions cannot); on failure attnc_last_error() gives
+ * one line naming the problem (thread-local, valid until the thread's next
+ * attnc call).
  * Nothing is launched when a call fails.
  *
  * Device memory is given as CUdeviceptr values (uint64_t); layouts are the
@@ -103,9 +105,11 @@ ATTNC_API const char *attnc_last_error(void);
 ATTNC_API attnc_status attnc_spec_canonical(const char *spec, char *out, size_t out_size);
 
 /** The canonical spec of the kernel that attention over such tensors takes
- *  on `target` ("sm_90a", "sm_80"; attnc_runtime_arch gives the GPU's):
- *  the same rules as the C++ attn::attention (decode kernels for a paged
- *  cache with at most 16 query tokens, unless call->decode says; on sm_90a
+ *  on `target` ("sm_90a", "sm_80", "cpu", or a GPU's architecture as
+ *  attnc_runtime_arch gives it: sm_9x takes sm_90a, any other from sm_80
+ *  sm_80): the same rules as the C++ attn::attention (decode kernels for a
+ *  paged cache with at most 16 query tokens and max_q_len x gqa <= 128,
+ *  unless call->decode says; on sm_90a
  *  a head_dim 64 prefill from 4096 query rows, with no mask or a causal one,
  *  takes 192 x 128 tiles in the warp-specialised block: see
  *  attn::longPrefillTiles). Needs no GPU. Added in ABI version 2. */
@@ -116,7 +120,7 @@ ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *
  *  context when none is current). cache_dir NULL or "": the default. */
 ATTNC_API attnc_status attnc_runtime_create(const char *cache_dir, attnc_runtime **out);
 ATTNC_API void attnc_runtime_destroy(attnc_runtime *runtime);
-/** The GPU's target ("sm_90a", "sm_80", ...) into `out`. */
+/** The GPU's architecture ("sm_90a", "sm_80", "sm_86", ...) into `out`. */
 ATTNC_API attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t out_size);
 
 /** The kernel of a spec: from memory, the disk cache or NVRTC. A spec

@@ -14,6 +14,7 @@
 #include "attnc/Tuning.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <tuple>
 #include <memory>
@@ -187,7 +188,15 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     if (std::strpbrk(target, ",= ") != nullptr)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("target = '") + target +
                                                     "': expected sm_80, sm_90a or cpu alone");
-    SpecResult where = parseSpec(std::string("target=") + target);
+    // A GPU's architecture (attnc_runtime_arch: sm_86, sm_89, ...) names the
+    // target its kernels are built for, as attn::Runtime::target does:
+    // sm_90a on 9.x, else sm_80.
+    std::string targetName = target;
+    if (int cc = 0, used = 0;
+        std::sscanf(target, "sm_%d%n", &cc, &used) == 1 && cc >= 80 &&
+        (target[used] == '\0' || (target[used] == 'a' && target[used + 1] == '\0')))
+      targetName = cc / 10 == 9 ? "sm_90a" : "sm_80";
+    SpecResult where = parseSpec("target=" + targetName);
     if (!where)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, where.error->message());
     for (auto [name, value, zero] : {std::tuple<const char *, int64_t, const char *>{

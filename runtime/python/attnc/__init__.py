@@ -3,8 +3,8 @@
 A thin layer over the C API (libattnc.so, compiler/include/attnc/attnc.h)
 through ctypes, so it works on any Python 3 without building an extension.
 Tensors are torch tensors on a CUDA device, or for the arguments it does not
-allocate, anything with ``__cuda_array_interface__`` (f16 and int32 only:
-that interface has no bfloat16).
+allocate, anything with ``__cuda_array_interface__`` (f16, float32 for lse,
+and int32 only: that interface has no bfloat16).
 
     import attnc
     out = attnc.attention(q, k, v, causal=True)            # packed layouts
@@ -34,7 +34,7 @@ import threading
 
 __all__ = ["AttncError", "Runtime", "Kernel", "Plan", "PageAllocator", "attention", "plan",
            "scaled_dot_product_attention",
-           "canonical_spec", "version", "library_path"]
+           "canonical_spec", "spec_for", "version", "library_path"]
 
 
 class AttncError(RuntimeError):
@@ -211,9 +211,11 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
              causal=False, window=None, return_lse=False, decode=None, split_kv=None, tile_q=None,
              tile_kv=None):
     """The canonical spec of the kernel attention() takes for tensors like these on
-    `target` ('sm_90a', 'sm_80'; Runtime().arch is the GPU's), by the C++ library's
-    rules: decode kernels for a paged cache (page_size > 0) with 1 to 16 query
-    tokens (max_q_len) unless `decode` says. Needs no GPU: e.g. to list the specs
+    `target` ('sm_90a', 'sm_80', or a GPU's architecture such as Runtime().arch:
+    sm_9x takes sm_90a, any other sm_80), by the C++ library's rules: decode
+    kernels for a paged cache (page_size > 0) with 1 to 16 query tokens
+    (max_q_len) and max_q_len * (num_q_heads / num_kv_heads) <= 128, unless
+    `decode` says. Needs no GPU: e.g. to list the specs
     a model will need for `attnc aot`."""
     if dtype not in ("bf16", "f16"):
         raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
@@ -580,8 +582,9 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     whose head_dim is contiguous (heads before tokens, a pool of pages per
     head, k and v halves of one tensor), k and v with the same strides. decode=None
     takes the decode kernels (the GQA group's heads in one block, split-KV)
-    for a paged cache whose sequences have at most 16 query tokens, else the
-    prefill kernels. check_arguments=True runs the checking mode (reads the
+    for a paged cache whose sequences have at most 16 query tokens (and at most
+    128 query rows per block: max_seqlen_q x the GQA group), else the prefill
+    kernels. check_arguments=True runs the checking mode (reads the
     offsets and the block table back) before launching.
     """
     torch = _torch()
