@@ -35,10 +35,7 @@
 namespace attn::cli {
 
 namespace {
-int fail(const std::string &message) {
-  llvm::errs() << "attnc aot: " << message << "\n";
-  return 1;
-}
+int fail(const std::string &message) { return commandError("aot", message); }
 } // namespace
 
 #ifdef ATTNC_HAVE_NVRTC

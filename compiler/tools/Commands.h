@@ -63,6 +63,11 @@ struct AotOptions {
 };
 int aot(const AotOptions &options);
 
+/// Prints "attnc COMMAND: MESSAGE" on stderr, after what the command printed
+/// on stdout so far (so that the two read in order when both go to one
+/// file), and returns the exit status 1.
+int commandError(const char *command, const std::string &message);
+
 /// True when a spec's text sets `field` (as `field=`).
 bool mentions(const std::string &text, const std::string &field);
 

@@ -33,10 +33,7 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int fail(const std::string &message) {
-  llvm::errs() << "attnc run: " << message << "\n";
-  return 1;
-}
+int fail(const std::string &message) { return commandError("run", message); }
 
 } // namespace
 
@@ -55,6 +52,12 @@ std::optional<std::string> fieldValue(const std::string &text, const std::string
     at += field.size();
   }
   return std::nullopt;
+}
+
+int commandError(const char *command, const std::string &message) {
+  llvm::outs().flush();
+  llvm::errs() << "attnc " << command << ": " << message << "\n";
+  return 1;
 }
 
 bool mentions(const std::string &text, const std::string &field) {

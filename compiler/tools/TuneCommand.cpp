@@ -30,10 +30,7 @@
 namespace attn::cli {
 
 namespace {
-int fail(const std::string &message) {
-  llvm::errs() << "attnc tune: " << message << "\n";
-  return 1;
-}
+int fail(const std::string &message) { return commandError("tune", message); }
 } // namespace
 
 #ifdef ATTNC_HAVE_NVRTC
