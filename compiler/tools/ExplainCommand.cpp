@@ -87,13 +87,16 @@ void textbook(const std::vector<T> &q, const std::vector<T> &k, const std::vecto
     for (int64_t j = 0; j < n; ++j)
       s[i * n + j] /= sum;
   }
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t x = 0; x < d; ++x) {
-      T acc = 0;
-      for (int64_t j = 0; j < n; ++j)
-        acc += s[i * n + j] * v[j * d + x];
-      o[i * d + x] = acc;
+  // O = P V, a row of P at a time: each step adds a row of V, read in order.
+  for (int64_t i = 0; i < n; ++i) {
+    T *row = &o[i * d];
+    std::fill(row, row + d, T(0));
+    for (int64_t j = 0; j < n; ++j) {
+      const T p = s[i * n + j];
+      for (int64_t x = 0; x < d; ++x)
+        row[x] += p * v[j * d + x];
     }
+  }
 }
 
 std::string bytes(double b) {
