@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Builds the portable binaries (MLIR and LLVM linked statically) and checks
 # that they need no MLIR or LLVM shared library and still work.
+#   scripts/check-static.sh [-h | --help]
 set -euo pipefail
+case "${1:-}" in
+  "") ;;
+  -h|--help) sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "check-static: unknown argument '$1' (usage: scripts/check-static.sh [--help])" >&2
+     exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh" --static attnc attn-opt
 bin="${ATTNC_BUILD_DIR:-$root/build-static}/bin"

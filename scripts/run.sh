@@ -3,8 +3,12 @@
 # spec (causal, paged, GQA 4, bf16, head_dim 128) becomes the FlashAttention
 # recurrence, one pass at a time; then the same kernel (in f32, for the CPU)
 # runs on random inputs and is checked against textbook attention.
-# With arguments: `attnc <arguments>`.
+# With arguments: `attnc <arguments>` (scripts/run.sh emit --help: attnc's help).
+#   scripts/run.sh [-h | --help | ATTNC_ARGS...]
 set -euo pipefail
+case "${1:-}" in
+  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh" attnc >&2
 attnc="${ATTNC_BUILD_DIR:-$root/build}/bin/attnc"

@@ -6,7 +6,13 @@
 # module and bench/bench.py) and the two C++ examples that need a GPU to do
 # their work (examples/aot's application with its bundle, examples/jit-at-load).
 # tests/gpu/run-on-gpu.sh unpacks attnc.
+#   tests/gpu/pack.sh [-h | --help]
 set -euo pipefail
+case "${1:-}" in
+  "") ;;
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "pack: unknown argument '$1' (usage: tests/gpu/pack.sh [--help])" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 "$root/scripts/build.sh" --static attn-gpu-check attnc attnc_c \
   attn-aot-example attn-jit-at-load-example

@@ -171,6 +171,9 @@ class TestSpecFor(unittest.TestCase):
             (dict(target=None), "target = None: expected a string"),
             (dict(target="sm_90a,tile_q=128"), "expected sm_80, sm_90a or cpu alone"),
             (dict(max_q_len=-5), "max_q_len = -5 must be >= 0"),
+            # A yes/no argument is a bool: 'no' is not read as True.
+            (dict(causal="no"), "causal = 'no': expected True or False"),
+            (dict(target="sm_90a\0"), "holds a NUL character"),
         ]
         for change, message in cases:
             kw = dict(dtype="bf16", head_dim=128, num_q_heads=32, num_kv_heads=8,
@@ -182,7 +185,46 @@ class TestSpecFor(unittest.TestCase):
             self.assertIn(message, str(e.exception))
 
 
+    def test_a_gpu_architecture_names_its_target(self):
+        # Runtime().arch is the GPU's: sm_86 and the like build for sm_80, sm_9x for sm_90a.
+        for arch, target in [("sm_86", "sm_80"), ("sm_89", "sm_80"), ("sm_90", "sm_90a")]:
+            spec = attnc.spec_for("bf16", 128, 32, 8, target=arch, page_size=16)
+            self.assertTrue(spec.endswith(f"target={target},split_kv=auto"), (arch, spec))
+
+
 class TestArgumentTypes(unittest.TestCase):
+    def test_text_with_a_nul_is_refused(self):
+        # C would read only up to the NUL: 'mode=prefill' instead of what was given.
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.canonical_spec("mode=prefill\0,foo=1")
+        self.assertIn("holds a NUL character", str(e.exception))
+
+    def test_a_library_named_but_unusable_is_an_error(self):
+        import subprocess
+        env = dict(os.environ, ATTNC_LIBRARY="/nonexistent/libattnc.so")
+        run = subprocess.run([sys.executable, "-c", "import attnc; attnc.version()"], env=env,
+                             cwd=os.path.join(os.path.dirname(__file__), "..", "..", "runtime",
+                                              "python"),
+                             capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("ATTNC_LIBRARY names a library that cannot be used: "
+                      "/nonexistent/libattnc.so (no such file)", run.stderr)
+
+    def test_prepare_takes_a_list_of_specs(self):
+        import types
+        kernel = object()
+        held = types.SimpleNamespace(_kernels={"mode=prefill": kernel})
+        # An iterator is read once, and its specs still come back in order.
+        self.assertEqual(attnc.Runtime.prepare(held, iter(["mode=prefill"] * 2)), [kernel] * 2)
+        for bad, message in [("mode=prefill", "expected a list of specs, not one"),
+                             ([5], "spec = 5: expected a string")]:
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.Runtime.prepare(held, bad)
+            self.assertIn(message, str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.Runtime.kernel(held, 5)
+        self.assertIn("spec = 5: expected a string", str(e.exception))
+
     def test_strings_and_numbers_are_checked(self):
         with self.assertRaises(attnc.AttncError) as e:
             attnc.canonical_spec(None)
@@ -251,16 +293,19 @@ class TestTensorChecks(unittest.TestCase):
         self.assertIn("needs block_table and seq_lens_k", str(e.exception))
 
     def test_offsets_without_torch_must_be_given(self):
-        try:
-            import torch  # noqa: F401
-            self.skipTest("torch is installed: it would allocate the offsets")
-        except ImportError:
-            pass
-        with self.assertRaises(attnc.AttncError) as e:
-            attnc.attention(FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)),
-                            FakeCudaArray((4, 2, 64)))
-        self.assertIn("cu_seqlens must be given as CUDA int32 arrays without torch",
-                      str(e.exception))
+        # Without torch, or (a stand-in torch here) with a q that is not a torch
+        # tensor: nothing can be allocated on q's device, so the offsets are asked for.
+        import types
+        from unittest import mock
+        stand_in = types.ModuleType("torch")
+        stand_in.Tensor = type("Tensor", (), {})
+        for modules in ({}, {"torch": stand_in}):
+            with mock.patch.dict(sys.modules, modules):
+                with self.assertRaises(attnc.AttncError, msg=str(modules)) as e:
+                    attnc.attention(FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)),
+                                    FakeCudaArray((4, 2, 64)))
+                self.assertIn("cu_seqlens must be given as CUDA int32 arrays without torch",
+                              str(e.exception))
 
 
 class TestPagedLayouts(unittest.TestCase):

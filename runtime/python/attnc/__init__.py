@@ -66,10 +66,11 @@ def _candidates():
     env = os.environ.get("ATTNC_LIBRARY")
     if env:
         yield env
+        return
     here = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(here, "libattnc.so")
     root = os.path.abspath(os.path.join(here, "..", "..", ".."))
-    for where in ("build/lib", "build-static/lib", "build-static/pack"):
+    for where in ("build/lib", "build-static/lib", "build-static/pack"):  # in this order
         yield os.path.join(root, where, "libattnc.so")
     # Installed: <prefix>/share/attnc/python/attnc next to <prefix>/lib.
     yield os.path.abspath(os.path.join(here, "..", "..", "..", "..", "lib", "libattnc.so"))
@@ -86,7 +87,7 @@ def _library():
         tried = []
         for path in _candidates():
             if os.path.sep in path and not os.path.exists(path):
-                tried.append(path)
+                tried.append(f"{path} (no such file)")
                 continue
             try:
                 lib = ctypes.CDLL(path)
@@ -103,6 +104,10 @@ def _library():
             _declare(lib)
             _lib, _lib_path = lib, path
             return lib
+        if os.environ.get("ATTNC_LIBRARY"):
+            # The library it names is the one to load: one that cannot be is
+            # an error, not a reason to take another build's.
+            raise AttncError("ATTNC_LIBRARY names a library that cannot be used: " + tried[0])
         raise AttncError("cannot find libattnc.so (set ATTNC_LIBRARY); tried: " + "; ".join(tried))
 
 
@@ -195,10 +200,19 @@ def _int(name, value, lo=0, hi=(1 << 62) - 1, hint=""):
 
 
 def _text(name, value):
-    """`value` as bytes for C: a str."""
+    """`value` as bytes for C: a str (without NUL, where C would stop reading)."""
     if not isinstance(value, str):
         raise AttncError(f"{name} = {value!r}: expected a string")
+    if "\0" in value:
+        raise AttncError(f"{name} = {value!r}: holds a NUL character")
     return value.encode()
+
+
+def _flag(name, value):
+    """`value` as a C int for a yes/no argument: a bool (or 0 / 1)."""
+    if value not in (True, False):  # 0 and 1 compare equal to False and True
+        raise AttncError(f"{name} = {value!r}: expected True or False")
+    return int(value)
 
 
 def canonical_spec(spec):
@@ -228,9 +242,9 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     c.num_kv_heads = _int("num_kv_heads", num_kv_heads, 1)
     c.page_size = _int("page_size", page_size)
     c.max_q_len = _int("max_q_len", max_q_len)
-    c.causal, c.return_lse = int(bool(causal)), int(bool(return_lse))
+    c.causal, c.return_lse = _flag("causal", causal), _flag("return_lse", return_lse)
     c.window = 0 if window is None else _int("window", window, 1, hint=" (None: no window)")
-    c.decode = -1 if decode is None else int(bool(decode))
+    c.decode = -1 if decode is None else _flag("decode", decode)
     c.split_kv = (0 if split_kv in (None, "auto")
                   else _int("split_kv", split_kv, 1, (1 << 31) - 1, hint=" or 'auto'"))
     c.tile_q = 0 if tile_q is None else _int("tile_q", tile_q, 1, hint=" (None: the default)")
@@ -293,6 +307,11 @@ class Runtime:
     def prepare(self, specs, threads=0):
         """JIT at model load: the kernels of all specs, the missing ones compiled
         in parallel (threads=0: one per hardware thread). Returns them in order."""
+        if isinstance(specs, str):
+            raise AttncError(f"specs = {specs!r}: expected a list of specs, not one")
+        specs = list(specs)  # an iterator is read once
+        for s in specs:
+            _text("spec", s)
         missing = [s for s in dict.fromkeys(specs) if s not in self._kernels]
         if missing:
             names = (ctypes.c_char_p * len(missing))(*[s.encode() for s in missing])
@@ -305,9 +324,10 @@ class Runtime:
 
     def kernel(self, spec):
         """The kernel of a spec (target defaults to this GPU's)."""
+        name = _text("spec", spec)
         if spec not in self._kernels:
             handle = ctypes.c_void_p()
-            _check(_library().attnc_kernel_get(self._handle, spec.encode(), ctypes.byref(handle)),
+            _check(_library().attnc_kernel_get(self._handle, name, ctypes.byref(handle)),
                    "kernel for " + spec)
             self._kernels[spec] = Kernel(self, handle)
         return self._kernels[spec]
@@ -588,6 +608,11 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     offsets and the block table back) before launching.
     """
     torch = _torch()
+    # What this call allocates (offsets, out, lse, workspace) is allocated with
+    # torch on q's device, and the default stream is torch's: for a q that is
+    # not a torch tensor (a __cuda_array_interface__ array) they must be given.
+    if torch is not None and not isinstance(q, torch.Tensor):
+        torch = None
     qv = _View(q, "q")
     _need(qv, "q", 3, ("f16", "bf16"))
     # A paged cache may be any view of its pages whose head_dim is contiguous.
@@ -623,7 +648,8 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
 
     def device_ints(values):
         if torch is None:
-            raise AttncError("cu_seqlens must be given as CUDA int32 arrays without torch")
+            raise AttncError("cu_seqlens must be given as CUDA int32 arrays without torch "
+                             "(or with a q that is not a torch tensor)")
         t = torch.tensor(values, dtype=torch.int32, device=q.device)
         keep.append(t)
         return t
@@ -679,7 +705,8 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
 
     def alloc(shape, dtype_name, name):
         if torch is None:
-            raise AttncError(f"{name} must be given (allocating it needs torch)")
+            raise AttncError(f"{name} must be given (allocating it needs torch, and a q that "
+                             "is a torch tensor)")
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
               "u8": torch.uint8}[dtype_name]
         t = torch.empty(shape, dtype=dt, device=q.device)
