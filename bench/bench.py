@@ -14,10 +14,11 @@ in order fill) and each sequence's pages in order ("in order"). The ratios to th
 are the whole-cache shuffle's; each other table's ratio to cuDNN follows.
 
     python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--repeat N] [--profile]
-    python3 bench/bench.py --redraw bench/results.json   (results.md and results.png again)
+    python3 bench/bench.py --redraw bench/results.json --out DIR   (results.md and .png again)
 
 Runs on the GPU machine (torch, triton): attnc through its Python module
-(runtime/python/attnc, libattnc.so from build-static/lib or $ATTNC_LIBRARY).
+(runtime/python/attnc: libattnc.so from $ATTNC_LIBRARY, else the module's folder, else
+build/lib, build-static/lib or build-static/pack).
 For every row, in one process: fresh random bf16 inputs; attnc's output is
 checked against SDPA's (relative L2 < 1e-2) before anything is timed; then
 attnc, SDPA flash (FlashAttention-2), SDPA cuDNN and FlexAttention are timed
@@ -26,7 +27,8 @@ times in rounds that take the series in turn, keeping each one's median, so
 that the machine's drift during a row reaches attnc and the anchors alike). Prints the table
 with TFLOP/s (prefill) or GB/s of K + V read (decode) and each anchor's
 ratio, and writes DIR/results.json, DIR/results.md and, with matplotlib,
-DIR/results.png (default DIR: bench/).
+DIR/results.png (default DIR: bench/, for a run of every row only; a partial run or a
+redraw names its --out, so the published results are not replaced).
 
 --profile times nothing: each backend runs once more inside an NVTX range
 named "profile", for a profiler that filters by it, e.g.
@@ -464,7 +466,8 @@ def chart(rows, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=HERE, help="folder for results.json/.md/.png")
+    ap.add_argument("--out", help="folder for results.json/.md/.png (default bench/, for a run "
+                                   "of every row only: it holds the published results)")
     ap.add_argument("--rows", default=",".join(ROW_KINDS),
                     help=f"any of {', '.join(ROW_KINDS)} (comma separated)")
     ap.add_argument("--quick", action="store_true", help="a few rows only (a smoke test)")
@@ -488,11 +491,25 @@ def main():
         raise SystemExit(f"--rows {args.rows}: " +
                          (f"no such rows: {', '.join(unknown)}" if unknown else "no rows named") +
                          f" (any of {', '.join(ROW_KINDS)}, comma separated)")
+    partial = args.quick or kinds != list(ROW_KINDS) or args.redraw
+    if args.out is None:
+        if partial and not args.profile:  # a profile writes nothing
+            raise SystemExit("give --out DIR: the default, bench/, holds the published results "
+                             "of a run of every row, which "
+                             + ("a redraw" if args.redraw else "--quick or --rows") +
+                             " would replace")
+        args.out = HERE
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise SystemExit(f"--out {args.out}: not a folder")
     if args.redraw:
         try:
             with open(args.redraw) as f:
                 saved = json.load(f)
             rows, meta = saved["rows"], saved["meta"]
+            missing = [k for k in ("date", "gpu", "commit", "torch") if k not in meta]
+            if missing or not isinstance(rows, list):
+                raise ValueError("its meta lacks " + ", ".join(missing) if missing
+                                 else "its rows are not a list")
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"--redraw {args.redraw}: not a results.json of bench.py ({e})")
         os.makedirs(args.out, exist_ok=True)

@@ -9,7 +9,17 @@
 #   bash bench/split-sweep.sh [build-static/pack]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+case "${1:-}" in
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "split-sweep: unknown option '$1' (usage: bash bench/split-sweep.sh [PACK_DIR])" >&2
+      exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "split-sweep: one PACK_DIR at most (usage: bash bench/split-sweep.sh [PACK_DIR])" >&2; exit 2; }
 pack=${1:-$root/build-static/pack}
+[ -x "$pack/attn-gpu-check" ] || {
+  echo "split-sweep: no $pack/attn-gpu-check: run tests/gpu/pack.sh on the build machine" >&2
+  exit 2
+}
 variants=()
 for stages in 2 3 4; do
   for split in auto 1 2 3 4 5 6 7 8 12 16 32; do

@@ -130,6 +130,8 @@ def main():
     for name in ("layers", "batch", "seq"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
+    if args.generate < 0:
+        p.error("--generate must be at least 0 (0: no generation)")
     try:
         import torch
     except ImportError:

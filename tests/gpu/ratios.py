@@ -111,6 +111,9 @@ def summary(log_dir):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) == 3 and sys.argv[1] == "--summary":
         summary(sys.argv[2])
     elif len(sys.argv) == 3:

@@ -3,9 +3,19 @@
     python3 sdpa_anchor.py        prints ms and TFLOP/s (prefill) or GB/s (decode)
                                   for the flash and cuDNN backends
 """
-import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton.testing import do_bench
+import sys
+
+if len(sys.argv) > 1:
+    raise SystemExit(__doc__.strip() if sys.argv[1] in ("-h", "--help")
+                     else f"sdpa_anchor.py takes no arguments (got {' '.join(sys.argv[1:])})")
+try:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+except ImportError as e:
+    raise SystemExit(f"sdpa_anchor.py needs torch and triton: {e}")
+if not torch.cuda.is_available():
+    raise SystemExit("sdpa_anchor.py needs a CUDA GPU (torch.cuda.is_available() is False)")
 
 BACKENDS = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
 
