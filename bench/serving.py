@@ -150,6 +150,8 @@ def main():
 if __name__ == "__main__":
     if len(sys.argv) > 1:
         # Run alone it checks the allocators' tables of the benchmark's rows; it takes no options.
-        sys.exit(__doc__.strip() if sys.argv[1] in ("-h", "--help")
-                 else f"serving.py takes no arguments (got {' '.join(sys.argv[1:])})")
+        if sys.argv[1] in ("-h", "--help"):
+            print(__doc__.strip())
+            sys.exit(0)
+        sys.exit(f"serving.py takes no arguments (got {' '.join(sys.argv[1:])})")
     main()

@@ -6,8 +6,10 @@
 import sys
 
 if len(sys.argv) > 1:
-    raise SystemExit(__doc__.strip() if sys.argv[1] in ("-h", "--help")
-                     else f"sdpa_anchor.py takes no arguments (got {' '.join(sys.argv[1:])})")
+    if sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0)
+    sys.exit(f"sdpa_anchor.py takes no arguments (got {' '.join(sys.argv[1:])})")
 try:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
