@@ -33,7 +33,7 @@ for hd in (64, 128):
                     ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
                 row += f"  {name} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s"
             print(row, flush=True)
-            del q, k, v
+            q = k = v = None  # freed before the next shape
 
 # Decode: one query token, a contiguous KV cache, GQA; GB/s of K + V bytes read.
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
@@ -50,4 +50,4 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
         except RuntimeError as e:
             row += f"  {name} n/a ({str(e).splitlines()[0][:40]})"
     print(row, flush=True)
-    del q, k, v
+    q = k = v = None  # freed before the next shape
