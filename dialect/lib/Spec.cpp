@@ -10,6 +10,7 @@
 #include "attn/mask.cuh"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 
 namespace attn {
@@ -254,11 +255,16 @@ bool warpSpecialised(const Spec &spec) {
 
 int64_t sharedMemoryBytes(const Spec &spec) { return stagedBytes(spec, kvStages(spec)); }
 
-static TileTuner tileTuner = nullptr;
+// Set once (the tuning table's installation) and read by any thread that
+// parses a spec: an atomic, so readers see the table the setter published.
+static std::atomic<TileTuner> tileTuner{nullptr};
 
-void setTileTuner(TileTuner tuner) { tileTuner = tuner; }
+void setTileTuner(TileTuner tuner) { tileTuner.store(tuner, std::memory_order_release); }
 
-bool hasTunedTiles(const Spec &spec) { return tileTuner && tileTuner(spec).has_value(); }
+bool hasTunedTiles(const Spec &spec) {
+  const TileTuner tuner = tileTuner.load(std::memory_order_acquire);
+  return tuner && tuner(spec).has_value();
+}
 
 std::string tuningKey(const Spec &spec) {
   Spec key = spec;
@@ -270,8 +276,9 @@ std::string tuningKey(const Spec &spec) {
 void applyDefaultTiles(Spec &spec) {
   // A tuning table's choice first (`attnc tune`), when both tiles are left
   // open and the choice is a valid spec; else the built-in defaults.
-  if (tileTuner && spec.tile_q == 0 && spec.tile_kv == 0) {
-    if (std::optional<TunedTiles> tuned = tileTuner(spec)) {
+  const TileTuner tuner = tileTuner.load(std::memory_order_acquire);
+  if (tuner && spec.tile_q == 0 && spec.tile_kv == 0) {
+    if (std::optional<TunedTiles> tuned = tuner(spec)) {
       Spec t = spec;
       t.tile_q = tuned->tile_q;
       t.tile_kv = tuned->tile_kv;

@@ -31,6 +31,12 @@ BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entr
                                        size_t count, size_t entry_bytes) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  const std::string bundle = "bundle " + std::string(name ? name : "(no name)");
+  if (!name || (count && !entries)) {
+    r.errors.push_back(bundle + ": " + (name ? "its entries are a null pointer" : "no name") +
+                       "; its kernels are not used");
+    return;
+  }
   if (entry_bytes != sizeof(BundleEntry)) {
     // Its entries cannot be read with this layout: none of them is used.
     r.errors.push_back("bundle " + std::string(name) + ": compiled with entries of " +
@@ -47,6 +53,24 @@ BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entr
                          " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
       return;
     }
+  // An entry that could not be loaded is refused with the whole bundle (a
+  // hand-edited or damaged source; `attnc aot` writes none).
+  for (size_t i = 0; i < count; ++i) {
+    const BundleEntry &e = entries[i];
+    const char *why = !e.spec || !*e.spec               ? "no spec"
+                      : !e.arch || !*e.arch             ? "no arch"
+                      : !e.cubin || e.cubin_size == 0   ? "no cubin"
+                      : e.pair_cubin_size && !e.pair_cubin ? "a pair cubin size without its bytes"
+                      : e.threads < 1                   ? "threads < 1"
+                      : e.shared_bytes < 0 || e.merge_threads < 0 || e.pair_shared_bytes < 0
+                          ? "a negative launch size"
+                          : nullptr;
+    if (why) {
+      r.errors.push_back(bundle + ": entry " + std::to_string(i) + " has " + why +
+                         "; its kernels are not used");
+      return;
+    }
+  }
   r.names.push_back(name);
   for (size_t i = 0; i < count; ++i) {
     r.entries.push_back(&entries[i]);

@@ -74,8 +74,13 @@ int chooseSplits(const Spec &spec, const AttentionArgs &args, int sm_count, int 
 size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits) {
   if (spec.mode != Mode::Decode || splits <= 1 || args.total_q <= 0 || args.num_q_heads <= 0)
     return 0;
-  return size_t(splits) * size_t(args.total_q) * size_t(args.num_q_heads) *
-         size_t(spec.head_dim + 1) * sizeof(float);
+  // SIZE_MAX where the product would not fit (arguments validateArgs refuses).
+  size_t bytes = sizeof(float);
+  for (size_t factor : {size_t(splits), size_t(args.total_q), size_t(args.num_q_heads),
+                        size_t(spec.head_dim + 1)})
+    if (__builtin_mul_overflow(bytes, factor, &bytes))
+      return SIZE_MAX;
+  return bytes;
 }
 
 std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
@@ -96,8 +101,18 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
     return "num_q_heads = " + str(a.num_q_heads) + " is over the grid limit of " + str(kGridLimit);
   if (a.total_q < 0 || a.max_q_len < 0 || a.max_kv_len < 0)
     return "total_q, max_q_len and max_kv_len must be >= 0";
+  // The offsets are int32: no total past them.
+  if (a.total_q > kInt32Max || a.total_kv > kInt32Max)
+    return "total_q = " + str(a.total_q) + ", total_kv = " + str(a.total_kv) +
+           ": the int32 offsets (cu_seqlens) take totals below 2^31";
   if (a.max_q_len > a.total_q)
     return "max_q_len = " + str(a.max_q_len) + " is more than total_q = " + str(a.total_q);
+  // Queries with no longest sequence: a forgotten max_q_len would launch nothing.
+  if (a.max_q_len == 0 && a.total_q > 0 && a.batch > 0)
+    return "max_q_len = 0 but total_q = " + str(a.total_q) +
+           ": max_q_len is the longest sequence's query tokens";
+  if (a.num_splits < 0)
+    return "num_splits = " + str(a.num_splits) + " is negative (0: the spec's split_kv)";
   if (a.max_q_len > kInt32Max || a.max_kv_len > kInt32Max)
     return "sequences longer than 2^31 - 1 tokens are not supported";
   if (!std::isfinite(a.scale) || a.scale < 0)
@@ -155,6 +170,12 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
              ": the kernels need the page stride and page_size (" + str(spec.page_size) +
              ") times the token stride below 2^31 elements";
     const int64_t pages = ceilDiv(a.max_kv_len, spec.page_size);
+    // A row longer than a sequence can need (2^31 - 1 tokens) is no row.
+    const int64_t mostPages = ceilDiv(kInt32Max, spec.page_size);
+    if (a.block_table_stride > mostPages)
+      return "block_table_stride = " + str(a.block_table_stride) + " is more than the " +
+             str(mostPages) + " pages of " + str(spec.page_size) +
+             " tokens a sequence of at most 2^31 - 1 tokens can use";
     if (a.block_table_stride < pages)
       return "max_kv_len = " + str(a.max_kv_len) + " needs " + str(pages) + " pages of " +
              str(spec.page_size) + " tokens, but block_table_stride = " +
@@ -174,6 +195,9 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
     if (splits < 1 || splits > kMaxSplitKV)
       return "num_splits = " + str(splits) + " must be in 1.." + str(kMaxSplitKV);
     const size_t need = without_workspace ? 0 : workspaceBytes(spec, a, splits);
+    if (need == SIZE_MAX)
+      return str(splits) + " KV splits of total_q = " + str(a.total_q) +
+             " queries would need a workspace of more than 2^64 bytes";
     if (need && !a.workspace)
       return "workspace is a null pointer: " + str(splits) + " KV splits need " +
              str(int64_t(need)) + " bytes";

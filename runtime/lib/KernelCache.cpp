@@ -180,11 +180,18 @@ bool KernelCache::readEntry(const std::string &key, bool pairProgram, CudaBinary
   if (keyLine != key || bytes <= 0 || bytes > (1ll << 30) || (pairBytes > 0) != pairProgram ||
       pairBytes < 0 || pairBytes > (1ll << 30))
     return false;
-  // The cubin, then the pair kernel's (CudaCompileOptions::pairProgram), if any.
-  std::vector<char> cubin(bytes), pairCubin(pairBytes);
-  if (!in.read(cubin.data(), bytes) || !in.read(pairCubin.data(), pairBytes) ||
-      in.peek() != EOF)
+  // The cubin, then the pair kernel's (CudaCompileOptions::pairProgram), if
+  // any: exactly the rest of the file (checked before anything is allocated:
+  // a damaged header may claim a gigabyte).
+  const std::streampos body = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streampos end = in.tellg();
+  if (body < 0 || end < 0 || static_cast<long long>(end - body) != bytes + pairBytes)
     return false; // truncated, or longer than it says
+  in.seekg(body);
+  std::vector<char> cubin(bytes), pairCubin(pairBytes);
+  if (!in.read(cubin.data(), bytes) || !in.read(pairCubin.data(), pairBytes))
+    return false;
   if (checksum(cubin) != sum || (pairBytes > 0 && checksum(pairCubin) != pairSum))
     return false; // corrupted
   out.cubin = std::move(cubin);

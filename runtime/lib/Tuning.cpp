@@ -4,6 +4,7 @@
 
 #include "attnc/KernelCache.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,12 +17,13 @@
 namespace attn {
 
 namespace {
-const TuningTable *installed = nullptr;
+std::atomic<const TuningTable *> installed{nullptr}; // read by any thread parsing a spec
 
 std::optional<TunedTiles> lookUp(const Spec &spec) {
-  if (!installed)
+  const TuningTable *table = installed.load(std::memory_order_acquire);
+  if (!table)
     return std::nullopt;
-  if (const TuningTable::Entry *e = installed->find(spec))
+  if (const TuningTable::Entry *e = table->find(spec))
     return e->tiles;
   return std::nullopt;
 }
@@ -177,7 +179,7 @@ void TuningTable::set(const Spec &spec, TunedTiles tiles, const std::string &not
 }
 
 void TuningTable::install(const TuningTable *table) {
-  installed = table;
+  installed.store(table, std::memory_order_release);
   setTileTuner(table ? &lookUp : nullptr);
 }
 

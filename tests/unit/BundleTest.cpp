@@ -33,6 +33,16 @@ const attn::BundleEntry older[] = {
      4096, 0, 0, 0, nullptr, 0, kParams - 8},
 };
 const attn::BundleRegistration fourth("older", older, 1);
+// Damaged: an entry whose cubin is missing though its size is not, and a
+// bundle whose entries are a null pointer.
+const attn::BundleEntry damaged[] = {
+    {"mode=prefill,head_dim=32,target=sm_80", "sm_80", fake, sizeof fake, 128, 4096, 0, 0, 0,
+     nullptr, 0, kParams},
+    {"mode=prefill,head_dim=48,target=sm_80", "sm_80", nullptr, 1 << 20, 128, 4096, 0, 0, 0,
+     nullptr, 0, kParams},
+};
+const attn::BundleRegistration fifth("damaged", damaged, 2);
+const attn::BundleRegistration sixth("empty", nullptr, 2);
 } // namespace
 
 TEST_CASE("bundles register their kernels at start-up; the first one registered wins",
@@ -56,7 +66,7 @@ TEST_CASE("a bundle compiled against another layout of its entries is refused, w
           "[bundle]") {
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=128,target=sm_90a", "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 2);
+  REQUIRE(errors.size() == 4);
   CHECK(errors[0].find("bundle stale") != std::string::npos);
   CHECK(errors[0].find(std::to_string(sizeof(attn::BundleEntry))) != std::string::npos);
   CHECK(errors[0].find("attnc aot") != std::string::npos);
@@ -67,10 +77,22 @@ TEST_CASE("a bundle whose kernels take other arguments than this runtime passes 
   CHECK_FALSE(attn::findBundledKernel("mode=decode,head_dim=128,page_size=16,target=sm_90a",
                                       "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 2);
+  REQUIRE(errors.size() == 4);
   CHECK(errors[1].find("bundle older") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams - 8) + " bytes") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams)) != std::string::npos);
   CHECK(errors[1].find("attnc aot") != std::string::npos);
   CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
+}
+
+TEST_CASE("a bundle with an entry that could not be loaded is refused whole", "[bundle]") {
+  // Not even its good entry is used: the bundle is damaged.
+  CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=32,target=sm_80", "sm_80"));
+  CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=48,target=sm_80", "sm_80"));
+  const std::vector<std::string> errors = attn::bundleErrors();
+  REQUIRE(errors.size() == 4);
+  CHECK(errors[2] == "bundle damaged: entry 1 has no cubin; its kernels are not used");
+  CHECK(errors[3] == "bundle empty: its entries are a null pointer; its kernels are not used");
+  CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
+  CHECK(attn::bundledKernels().size() == 3);
 }

@@ -98,7 +98,8 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
     REQUIRE(attnc_attention_spec(&c, arch, buf, sizeof buf) == ATTNC_OK);
     CHECK(std::string(buf).find(target) != std::string::npos);
   }
-  CHECK(attnc_attention_spec(&c, "sm_86x", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  for (const char *bad : {"sm_86x", "sm_+90", "sm_8", "sm_999999999999"})
+    CHECK(attnc_attention_spec(&c, bad, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attnc_attention_spec(&c, nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attnc_attention_spec(nullptr, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   c.size = 3;

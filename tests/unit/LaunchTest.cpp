@@ -77,6 +77,20 @@ TEST_CASE("a paged cache's strides default to the packed layout and take any oth
   CHECK(kvStrides(spec("gqa=4,head_dim=64"), c).token == 0);
 }
 
+TEST_CASE("a workspace too large to count is refused, not counted as none", "[launch]") {
+  // 1024 splits of 2^31 - 1 queries of 65532 heads of 129 floats: past 2^64 bytes.
+  const Spec s = spec("mode=decode,page_size=16,gqa=4,head_dim=128");
+  AttentionArgs a = pagedDecode();
+  a.num_kv_heads = 16383;
+  a.num_q_heads = 4 * 16383;
+  a.total_q = a.max_q_len = (int64_t(1) << 31) - 1;
+  a.batch = 1;
+  a.num_splits = 1024;
+  CHECK(workspaceBytes(s, a, 1024) == SIZE_MAX);
+  CHECK(validateArgs(s, a, 1024) == "1024 KV splits of total_q = 2147483647 queries would need a "
+                                    "workspace of more than 2^64 bytes");
+}
+
 TEST_CASE("good arguments pass the launch checks", "[launch]") {
   const Spec s = spec("mode=decode,page_size=16,gqa=4,split_kv=1,return_lse=true");
   CHECK(check(s, pagedDecode()) == "");
@@ -112,6 +126,16 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
       {"scale = nan", [](AttentionArgs &a) { a.scale = std::nan(""); }},
       {"scale = 3e+38 is too large: scale x log2(e) must fit in f32",
        [](AttentionArgs &a) { a.scale = 3e38; }},
+      // Sizes past what the int32 offsets and rows can hold, and forgotten fields.
+      {"total_q = 4611686018427387904, total_kv = 0: the int32 offsets (cu_seqlens) take totals "
+       "below 2^31",
+       [](AttentionArgs &a) { a.total_q = int64_t(1) << 62; }},
+      {"max_q_len = 0 but total_q = 4: max_q_len is the longest sequence's query tokens",
+       [](AttentionArgs &a) { a.max_q_len = 0; }},
+      {"num_splits = -3 is negative (0: the spec's split_kv)",
+       [](AttentionArgs &a) { a.num_splits = -3; }},
+      {"block_table_stride = 4611686018427387904 is more than the 134217728 pages of 16 tokens",
+       [](AttentionArgs &a) { a.block_table_stride = int64_t(1) << 62; }},
       {"num_splits = 2000 must be in 1..1024", [](AttentionArgs &a) { a.num_splits = 2000; }},
       {"kv_head_stride = 100 elements is not a multiple of 8",
        [](AttentionArgs &a) { a.kv_head_stride = 100; }},

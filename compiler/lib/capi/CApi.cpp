@@ -14,7 +14,7 @@
 #include "attnc/Tuning.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <memory>
@@ -84,6 +84,15 @@ bool readSized(const T *in, size_t least, const char *name, const char *type, T 
 
 /// The caller's attnc_args as the runtime's AttentionArgs.
 bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
+  // The two sizes there have been (before the paged strides of ABI version
+  // 4, and now) or a later, larger one: a size that ends inside a field
+  // would read half of it (half of scale, half of a pointer).
+  constexpr size_t kBeforeStrides = offsetof(attnc_args, kv_page_stride);
+  if (in && in->size != kBeforeStrides && in->size < sizeof(attnc_args)) {
+    error = "args->size = " + std::to_string(in->size) +
+            " ends inside a field of attnc_args (set it to sizeof(attnc_args))";
+    return false;
+  }
   attnc_args a;
   if (!readSized(in, offsetof(attnc_args, q) + sizeof(uint64_t), "args", "attnc_args", a, error))
     return false;
@@ -160,6 +169,8 @@ attnc_status attnc_spec_canonical(const char *spec, char *out, size_t outSize) {
   return guarded([&] {
     if (!spec)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, "spec is a null pointer");
+    // The same defaults as the other calls that make specs: the tuning table's.
+    TuningTable::installDefault();
     SpecResult parsed = parseSpec(spec);
     if (!parsed)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
@@ -192,10 +203,14 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     // target its kernels are built for, as attn::Runtime::target does:
     // sm_90a on 9.x, else sm_80.
     std::string targetName = target;
-    if (int cc = 0, used = 0;
-        std::sscanf(target, "sm_%d%n", &cc, &used) == 1 && cc >= 80 &&
-        (target[used] == '\0' || (target[used] == 'a' && target[used + 1] == '\0')))
-      targetName = cc / 10 == 9 ? "sm_90a" : "sm_80";
+    if (std::strncmp(target, "sm_", 3) == 0) {
+      const char *digits = target + 3, *end = digits;
+      while (*end >= '0' && *end <= '9' && end - digits < 4)
+        ++end;
+      const int cc = end - digits >= 2 ? std::atoi(std::string(digits, end).c_str()) : 0;
+      if (cc >= 80 && (*end == '\0' || (*end == 'a' && end[1] == '\0')))
+        targetName = cc / 10 == 9 ? "sm_90a" : "sm_80";
+    }
     SpecResult where = parseSpec("target=" + targetName);
     if (!where)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, where.error->message());
@@ -261,9 +276,11 @@ attnc_status attnc_runtime_create(const char *cacheDir, attnc_runtime **out) {
 void attnc_runtime_destroy(attnc_runtime *runtime) { delete runtime; }
 
 attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t outSize) {
-  if (!runtime)
-    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "runtime is a null pointer");
-  return copyOut(runtime->runtime->arch(), out, outSize, "the architecture");
+  return guarded([&] {
+    if (!runtime)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "runtime is a null pointer");
+    return copyOut(runtime->runtime->arch(), out, outSize, "the architecture");
+  });
 }
 
 attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_kernel **out) {
@@ -292,9 +309,10 @@ attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *sp
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   std::string(!runtime ? "runtime" : !specs ? "specs" : "out") +
                       " is a null pointer");
+    // Every out[i] is null on failure, as the header says: cleared first.
+    std::fill(out, out + count, nullptr);
     std::vector<Spec> parsed;
     for (size_t i = 0; i < count; ++i) {
-      out[i] = nullptr;
       if (!specs[i])
         return fail(ATTNC_ERROR_INVALID_ARGUMENT, "specs[" + std::to_string(i) + "] is a null pointer");
       SpecResult r = parseSpec(withTarget(specs[i], name(runtime->runtime->target())));
@@ -314,9 +332,11 @@ attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *sp
 }
 
 attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t outSize) {
-  if (!kernel)
-    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
-  return copyOut(kernel->kernel->spec().str(), out, outSize, "the kernel's spec");
+  return guarded([&] {
+    if (!kernel)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
+    return copyOut(kernel->kernel->spec().str(), out, outSize, "the kernel's spec");
+  });
 }
 
 attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel, const attnc_args *args,
@@ -324,6 +344,12 @@ attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel, const attn
   return withArgs(kernel, args, [&](const AttentionArgs &a) {
     if (!bytes)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, "bytes is a null pointer");
+    // Only arguments a launch would take have a workspace size (the size of
+    // nonsense ones could wrap, or mean nothing).
+    if (std::string bad = validateArgs(kernel->kernel->spec(), a, kernel->kernel->splits(a),
+                                       /*without_workspace=*/true);
+        !bad.empty())
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, bad);
     *bytes = kernel->kernel->workspaceBytes(a);
     return ok();
   });
@@ -353,13 +379,15 @@ attnc_status attnc_check_arguments(const attnc_kernel *kernel, const attnc_args 
 
 attnc_status attnc_pages_window(int64_t pageBytes, uint64_t address, int64_t *pagesPerWindow,
                                 int64_t *firstWindowPages) {
-  if (!pagesPerWindow || !firstWindowPages)
-    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages_per_window or first_window_pages is a null "
-                                              "pointer");
-  std::string error;
-  if (!PageAllocator::windowFor(pageBytes, address, *pagesPerWindow, *firstWindowPages, error))
-    return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
-  return ok();
+  return guarded([&] {
+    if (!pagesPerWindow || !firstWindowPages)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages_per_window or first_window_pages is a "
+                                                "null pointer");
+    std::string error;
+    if (!PageAllocator::windowFor(pageBytes, address, *pagesPerWindow, *firstWindowPages, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    return ok();
+  });
 }
 
 attnc_status attnc_pages_create(int64_t numPages, int64_t pagesPerWindow,
@@ -403,10 +431,12 @@ attnc_status attnc_pages_release(attnc_pages *pages, uint64_t sequence) {
 }
 
 attnc_status attnc_pages_free_count(const attnc_pages *pages, int64_t *out) {
-  if (!pages || !out)
-    return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages or out is a null pointer");
-  *out = pages->allocator->freePages();
-  return ok();
+  return guarded([&] {
+    if (!pages || !out)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "pages or out is a null pointer");
+    *out = pages->allocator->freePages();
+    return ok();
+  });
 }
 
 attnc_status attnc_pages_windows(const attnc_pages *pages, uint64_t sequence, int64_t *out) {

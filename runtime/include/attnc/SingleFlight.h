@@ -37,7 +37,22 @@ public:
     }
     if (shared)
       return future.get();
+#if defined(__cpp_exceptions)
+    // A computation that throws (an allocation that fails) is forgotten like
+    // a failure, and its waiters get the exception: a promise left unset in
+    // the map would fail every later call for the key.
+    Result r;
+    try {
+      r = compute();
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(mutex_);
+      results_.erase(key);
+      throw;
+    }
+#else
     Result r = compute();
+#endif
     promise.set_value(r);
     if (!r) {
       std::lock_guard<std::mutex> lock(mutex_);
