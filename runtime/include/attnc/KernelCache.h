@@ -24,6 +24,7 @@
 #include "attnc/SingleFlight.h"
 #include "attnc/Templates.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -84,8 +85,8 @@ public:
 
 private:
   std::string dir_, warning_;
-  bool onDisk_ = false;
-  std::mutex mutex_; ///< guards the warning and onDisk_
+  std::atomic<bool> onDisk_{false}; ///< read by every lookup, cleared by a failed write
+  std::mutex mutex_;                 ///< guards the warning
   SingleFlight<CacheLookup> memory_;
 
   CacheLookup loadOrCompile(const std::string &source, const std::string &key,
