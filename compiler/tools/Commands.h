@@ -79,10 +79,13 @@ std::optional<std::string> fieldValue(const std::string &text, const std::string
 /// host-side buffers well below).
 double physicalMemory();
 
-/// Parses a spec for the CPU: adds target=cpu unless the text names a target
-/// (which must then be cpu) and, with `lse`, return_lse=true unless the text
-/// says return_lse=false (an error then). Prints the error and returns
+/// Parses a spec to run on `where` (cpu, or a GPU's target): adds that
+/// target unless the text names one (which must then be of the same kind)
+/// and, with `lse`, return_lse=true unless the text says return_lse=false
+/// (an error then). Prints the error ("attnc COMMAND: ...") and returns
 /// nothing when the spec is invalid.
+std::optional<Spec> specOn(const std::string &text, Target where, bool lse, const char *command);
+/// specOn for the CPU.
 std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool lse = false);
 
 } // namespace attn::cli

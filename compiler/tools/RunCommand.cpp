@@ -68,27 +68,28 @@ double physicalMemory() {
   return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
 }
 
-std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool lse) {
+std::optional<Spec> specOn(const std::string &text, Target where, bool lse, const char *command) {
   std::string full = text;
   if (!mentions(text, "target"))
-    full += (full.empty() ? "" : ",") + std::string("target=cpu");
+    full += (full.empty() ? "" : ",") + std::string("target=") + name(where);
   if (lse && !mentions(text, "return_lse"))
     full += ",return_lse=true";
   SpecResult result = parseSpec(full);
-  if (!result) {
-    llvm::errs() << "attnc " << command << ": " << result.error->message() << "\n";
-    return std::nullopt;
-  }
-  if (result.spec->target != Target::CPU) {
-    llvm::errs() << "attnc " << command << ": the spec says target = "
-                 << name(result.spec->target) << ", but this runs on the CPU (target = cpu)\n";
-    return std::nullopt;
-  }
-  if (lse && !result.spec->return_lse) {
-    llvm::errs() << "attnc " << command << ": --lse needs return_lse = true in the spec\n";
-    return std::nullopt;
-  }
+  if (!result)
+    return commandError(command, result.error->message()), std::nullopt;
+  const bool cpu = where == Target::CPU;
+  if (result.spec->isGPU() == cpu)
+    return commandError(command, "the spec says target = " + std::string(name(result.spec->target)) +
+                                     (cpu ? ", but this runs on the CPU (target = cpu)"
+                                          : ", but --target gpu runs on the GPU")),
+           std::nullopt;
+  if (lse && !result.spec->return_lse)
+    return commandError(command, "--lse needs return_lse = true in the spec"), std::nullopt;
   return result.spec;
+}
+
+std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool lse) {
+  return specOn(text, Target::CPU, lse, command);
 }
 
 namespace {
@@ -490,21 +491,12 @@ int runTyped(const Spec &spec, const RunOptions &o) {
 int runGpu(const RunOptions &o) {
   // The spec (for the device's architecture, sm_90a until it is known).
   auto specFor = [&](Target device) -> std::optional<Spec> {
-    std::string text = o.spec;
-    if (!mentions(text, "target"))
-      text += (text.empty() ? "" : ",") + std::string("target=") + name(device);
-    if (!o.lse.empty() && !mentions(text, "return_lse"))
-      text += ",return_lse=true";
-    SpecResult parsed = parseSpec(text);
-    if (!parsed)
-      return fail(parsed.error->message()), std::nullopt;
-    if (!parsed.spec->isGPU())
-      return fail("the spec says target = cpu, but --target gpu runs on the GPU"), std::nullopt;
-    if (!o.lse.empty() && !parsed.spec->return_lse)
-      return fail("--lse needs return_lse = true in the spec"), std::nullopt;
-    if (std::string why = checkFlags(*parsed.spec, o); !why.empty())
+    std::optional<Spec> spec = specOn(o.spec, device, !o.lse.empty(), "run");
+    if (!spec)
+      return std::nullopt;
+    if (std::string why = checkFlags(*spec, o); !why.empty())
       return fail(why), std::nullopt;
-    return parsed.spec;
+    return spec;
   };
   // Bad input is said before the GPU is looked for, on any machine.
   if (!specFor(Target::SM90a))

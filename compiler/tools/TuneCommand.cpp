@@ -115,14 +115,15 @@ int tune(const TuneOptions &o) {
   // The spec, the shape, the candidates and the table are checked before the
   // GPU is looked for, so bad input is said on any machine (with the default
   // target while none is named).
-  if (SpecResult alone = parseSpec(o.spec); !alone)
+  const SpecResult alone = parseSpec(o.spec);
+  if (!alone)
     return fail(alone.error->message());
-  else if (!alone.spec->isGPU())
+  if (!alone.spec->isGPU())
     return fail("the spec says target = cpu; tune measures GPU kernels");
   std::vector<std::string> given; // --candidates, split
   if (std::string why = checkCandidates(o, given); !why.empty())
     return fail(why);
-  if (std::string why = checkShape(o, *parseSpec(o.spec).spec); !why.empty())
+  if (std::string why = checkShape(o, *alone.spec); !why.empty())
     return fail(why);
   std::string error;
   const std::string path = o.file.empty() ? TuningTable::defaultPath() : o.file;

@@ -456,6 +456,13 @@ static int runCache() {
 #endif
 }
 
+/// A flag's value where the command line gave it, else nothing (the
+/// command chooses the default, which may depend on other flags).
+template <typename T>
+static std::optional<T> given(const cl::opt<T> &flag) {
+  return flag.getNumOccurrences() ? std::optional<T>(flag.getValue()) : std::nullopt;
+}
+
 /// A flag as it is written: -o, --spec.
 static std::string flagName(llvm::StringRef name) {
   return (name.size() == 1 ? "-" : "--") + name.str();
@@ -480,21 +487,14 @@ static int runCommand() {
     attn::cli::RunOptions o;
     o.spec = specText;
     o.target = runTarget;
-    if (runBatch.getNumOccurrences())
-      o.batch = runBatch;
-    if (runKVHeads.getNumOccurrences())
-      o.numKVHeads = runKVHeads;
-    if (runQLen.getNumOccurrences())
-      o.qLen = runQLen;
-    if (runKVLen.getNumOccurrences())
-      o.kvLen = runKVLen;
+    o.batch = given(runBatch);
+    o.numKVHeads = given(runKVHeads);
+    o.qLen = given(runQLen);
+    o.kvLen = given(runKVLen);
     o.ragged = runRagged;
-    if (runSeed.getNumOccurrences())
-      o.seed = runSeed;
-    if (runScale.getNumOccurrences())
-      o.scale = runScale;
-    if (runSplits.getNumOccurrences())
-      o.numSplits = runSplits;
+    o.seed = given(runSeed);
+    o.scale = given(runScale);
+    o.numSplits = given(runSplits);
     o.q = runQ;
     o.k = runK;
     o.v = runV;
@@ -508,8 +508,7 @@ static int runCommand() {
     o.spec = specText;
     o.kvLen = traceKVLen;
     o.row = traceRow;
-    if (runSeed.getNumOccurrences())
-      o.seed = runSeed;
+    o.seed = given(runSeed);
     return attn::cli::trace(o);
   }
   if (explainCmd) {
@@ -546,12 +545,9 @@ static int runCommand() {
     attn::cli::TuneOptions o;
     o.spec = specText;
     o.candidates = tuneCandidates;
-    if (tuneSeqLen.getNumOccurrences())
-      o.seqLen = tuneSeqLen;
-    if (tuneBatch.getNumOccurrences())
-      o.batch = tuneBatch;
-    if (tuneHeads.getNumOccurrences())
-      o.heads = tuneHeads;
+    o.seqLen = given(tuneSeqLen);
+    o.batch = given(tuneBatch);
+    o.heads = given(tuneHeads);
     o.file = tuneFile;
     o.dryRun = tuneDryRun;
     return attn::cli::tune(o);
