@@ -256,6 +256,9 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
          ", more than half of this machine's " + gib(memory) + "; use smaller sizes";
 }
 
+/// The random inputs' shape where the flags leave it open.
+constexpr int64_t kBatch = 1, kKVHeads = 2;
+
 /// Why the flags do not go together or with the spec, or "" (nothing read
 /// or made yet, so it is said before a GPU is looked for).
 std::string checkFlags(const Spec &spec, const RunOptions &o) {
@@ -285,9 +288,9 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
                " is for random inputs; with --q the .npy files give the shape and the values";
     return "";
   }
-  if ((!o.out.empty() || !o.lse.empty()) && o.batch.value_or(1) != 1)
+  if ((!o.out.empty() || !o.lse.empty()) && o.batch.value_or(kBatch) != 1)
     return "--out and --lse write one sequence: use --batch 1 (or --q inputs)";
-  if (o.batch.value_or(1) < 1 || o.numKVHeads.value_or(2) < 1)
+  if (o.batch.value_or(kBatch) < 1 || o.numKVHeads.value_or(kKVHeads) < 1)
     return "--batch and --num-kv-heads must be >= 1";
   return "";
 }
@@ -300,7 +303,7 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
     return false;
   if (!o.q.empty())
     return batchFromFiles<T>(spec, o, batch, error);
-  const int64_t numSeqs = o.batch.value_or(1), numKVHeads = o.numKVHeads.value_or(2);
+  const int64_t numSeqs = o.batch.value_or(kBatch), numKVHeads = o.numKVHeads.value_or(kKVHeads);
   const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? 1 : 128);
   const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
   if (std::string why = inputsFit<T>(spec, numSeqs, numKVHeads, qLen, kvLen); !why.empty())
