@@ -249,8 +249,7 @@ int verify(const std::string &dir) {
         llvm::errs() << "attnc aot: " << where << "not a manifest line\n", ++problems;
     }
     // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.
-    const std::string &i = index;
-    if ((source.str().find(", sizeof pair_cubin" + i + ",") != std::string::npos) != listsPair)
+    if ((source.str().find(", sizeof pair_cubin" + index + ",") != std::string::npos) != listsPair)
       llvm::errs() << "attnc aot: " << where << "bundle.cpp " << (listsPair ? "lacks" : "has")
                    << " the pair kernel's cubin the manifest " << (listsPair ? "lists" : "does not list")
                    << "\n",

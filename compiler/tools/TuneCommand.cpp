@@ -17,6 +17,7 @@
 #include "reference/GpuHarness.h"
 #endif
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -90,11 +91,9 @@ std::string checkCandidates(const TuneOptions &o, std::vector<std::string> &give
       continue;
     std::istringstream fields(c);
     for (std::string f; std::getline(fields, f, ',');) {
-      const std::string name = f.substr(0, f.find('='));
-      const size_t b = name.find_first_not_of(' '), e = name.find_last_not_of(' ');
-      const std::string trimmed = b == std::string::npos ? "" : name.substr(b, e + 1 - b);
-      if (trimmed != "tile_q" && trimmed != "tile_kv" && trimmed != "stages")
-        return "--candidates '" + c + "': '" + trimmed +
+      const llvm::StringRef field = llvm::StringRef(f).split('=').first.trim();
+      if (field != "tile_q" && field != "tile_kv" && field != "stages")
+        return "--candidates '" + c + "': '" + field.str() +
                "': a candidate sets tile_q, tile_kv and stages only";
     }
     if (SpecResult r = parseSpec(o.spec + (o.spec.empty() ? "" : ",") + c); !r)

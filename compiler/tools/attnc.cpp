@@ -70,11 +70,13 @@ static cl::opt<std::string> runTarget("target",
                                                "the spec's target defaults to its architecture)"),
                                       cl::init("cpu"),
                                       cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> runBatch("batch", cl::desc("Sequences in the batch (random inputs)"),
-                                 cl::init(1), cl::sub(runCmd), cl::cat(attncCategory));
+static cl::opt<int64_t> runBatch("batch",
+                                 cl::desc("Sequences in the batch (random inputs; default 1)"),
+                                 cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runKVHeads("num-kv-heads",
-                                   cl::desc("KV heads (random inputs); query heads = gqa x this"),
-                                   cl::init(2), cl::sub(runCmd), cl::cat(attncCategory));
+                                   cl::desc("KV heads (random inputs; default 2); query heads = "
+                                            "gqa x this"),
+                                   cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runQLen("q-len", cl::desc("Queries per sequence (default 128; decode 1)"),
                                 cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runKVLen("kv-len",
@@ -179,15 +181,15 @@ static cl::opt<std::string>
 static cl::opt<int64_t> tuneSeqLen("seq-len",
                                    cl::desc("Keys per sequence of the timed shape (and queries, "
                                             "for prefill); default 4096"),
-                                   cl::init(0), cl::sub(tuneCmd), cl::cat(attncCategory));
+                                   cl::sub(tuneCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> tuneBatch("batch",
                                   cl::desc("Sequences (default: 16384 / seq-len for prefill, 64 "
                                            "for decode)"),
-                                  cl::init(0), cl::sub(tuneCmd), cl::cat(attncCategory));
+                                  cl::sub(tuneCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> tuneHeads("heads",
                                   cl::desc("Query heads (default: 2048 / head_dim for prefill, "
                                            "32 for decode)"),
-                                  cl::init(0), cl::sub(tuneCmd), cl::cat(attncCategory));
+                                  cl::sub(tuneCmd), cl::cat(attncCategory));
 static cl::opt<std::string> tuneFile("tuning-file",
                                      cl::desc("The table to update (default: $ATTNC_TUNING_FILE, "
                                               "else tuning.txt in the kernel cache directory)"),

@@ -54,7 +54,7 @@ public:
 
   const std::string &arch() const { return arch_; } ///< "sm_90a", "sm_80", "sm_86", ...
   /// The spec target for this GPU: sm_90a on 9.x, sm_80 on every 8.x.
-  Target target() const { return ccMajor_ == 9 ? Target::SM90a : Target::SM80; }
+  Target target() const { return gpuTarget(ccMajor_); }
   const std::string &deviceName() const { return name_; }
   KernelCache &cache() { return cache_; }
   CUcontext context() const { return ctx_; }

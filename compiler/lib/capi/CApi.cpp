@@ -200,8 +200,8 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("target = '") + target +
                                                     "': expected sm_80, sm_90a or cpu alone");
     // A GPU's architecture (attnc_runtime_arch: sm_86, sm_89, ...) names the
-    // target its kernels are built for, as attn::Runtime::target does:
-    // sm_90a on 9.x, else sm_80.
+    // target its kernels are built for, as attn::Runtime::target does
+    // (gpuTarget).
     std::string targetName = target;
     if (std::strncmp(target, "sm_", 3) == 0) {
       const char *digits = target + 3, *end = digits;
@@ -209,7 +209,7 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
         ++end;
       const int cc = end - digits >= 2 ? std::atoi(std::string(digits, end).c_str()) : 0;
       if (cc >= 80 && (*end == '\0' || (*end == 'a' && end[1] == '\0')))
-        targetName = cc / 10 == 9 ? "sm_90a" : "sm_80";
+        targetName = name(gpuTarget(cc / 10));
     }
     SpecResult where = parseSpec("target=" + targetName);
     if (!where)

@@ -27,6 +27,9 @@ enum class Mode { Prefill, Decode };
 enum class DType { F16, BF16, F32, F64 };
 enum class MaskKind { None, Causal, SlidingWindow };
 enum class Target { SM80, SM90a, CPU };
+/// The target a GPU of compute capability `major`.x builds for: sm_90a on
+/// Hopper, sm_80 on every other (8.x and later).
+inline Target gpuTarget(int major) { return major == 9 ? Target::SM90a : Target::SM80; }
 /// The tensor-core instructions of a GPU prefill kernel: `auto` (the
 /// measured choice, usesWgmma), `sync` (mma.sync, sm_80 and up), `wgmma`
 /// (Hopper's warpgroup MMA reading shared memory directly; sm_90a) or
