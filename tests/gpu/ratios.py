@@ -71,7 +71,8 @@ def read(path):
     return open(path).read().splitlines() if os.path.exists(path) else []
 
 
-LOGS = ("gpu-check.log", "jit.log", "memcheck.log", "racecheck.log", "bench.log", "sdpa.log")
+LOGS = ("gpu-check.log", "capi-tests.log", "jit.log", "memcheck.log", "racecheck.log", "bench.log",
+        "sdpa.log")
 
 
 def summary(log_dir):
@@ -91,6 +92,9 @@ def summary(log_dir):
         "sanitizers": {t: (read(os.path.join(log_dir, t + ".log")) or ["not run"])[-1].strip("= ")
                        for t in ("memcheck", "racecheck")},
         "jit": read(os.path.join(log_dir, "jit.log")),
+        # Catch2's last line: "All tests passed (...)" or "test cases: ... failed"
+        "capi_tests": next((l for l in reversed(read(os.path.join(log_dir, "capi-tests.log")))
+                            if l.strip()), "not run"),
     }
     prefill, decode = rows(read(os.path.join(log_dir, "bench.log")), read(os.path.join(log_dir, "sdpa.log")))
     result["prefill"], result["decode"] = prefill, decode
@@ -102,6 +106,7 @@ def summary(log_dir):
     ok = sum(bool(re.search(r"\sok(: |$)", l)) for l in contract)
     print(f"launch contract: {ok} of {len(contract)} checks ok" if contract
           else "launch contract: not run")
+    print("C API unit tests:", result["capi_tests"])
     for tool, line in result["sanitizers"].items():
         print(f"{tool}: {line}")
     for line in result["jit"]:

@@ -4,7 +4,9 @@
 // version, spec checks, the spec derived from a tensors' description, null
 // handles, the args size rule and, on a machine
 // without a GPU, the runtime's clear refusal. With a GPU the runtime binds and
-// a kernel compiles and reports its spec and workspace.
+// a kernel compiles and reports its spec and workspace; tests/gpu/run-on-gpu.sh
+// runs this binary on the GPU machine with ATTNC_EXPECT_GPU=1, under which a
+// runtime that does not bind fails the test instead of taking the refusal path.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -157,6 +160,10 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   attnc_runtime *rt = nullptr;
   const attnc_status status = attnc_runtime_create(nullptr, &rt);
   if (status != ATTNC_OK) {
+    // tests/gpu/run-on-gpu.sh sets ATTNC_EXPECT_GPU: there a refusal is a failure.
+    const char *expect = std::getenv("ATTNC_EXPECT_GPU");
+    if (expect && *expect && std::string(expect) != "0")
+      FAIL("ATTNC_EXPECT_GPU is set, but the runtime did not bind: " << attnc_last_error());
     // No GPU here: a clear refusal, no handle.
     CHECK(status == ATTNC_ERROR_NO_GPU);
     CHECK(rt == nullptr);
@@ -181,6 +188,10 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   uint64_t bytes = 0;
   CHECK(attnc_kernel_workspace_bytes(kernel, &args, &bytes) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).rfind("args->size = 4", 0) == 0);
+  args.size = offsetof(attnc_args, scale) + 4; // half of scale
+  CHECK(attnc_kernel_workspace_bytes(kernel, &args, &bytes) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("ends inside a field of attnc_args") !=
+        std::string::npos);
   args.size = sizeof args;
   args.batch = 2;
   args.num_q_heads = 8;
@@ -204,8 +215,13 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   attnc_kernel_release(loaded[0]);
   attnc_kernel_release(loaded[1]);
   const char *bad[] = {"gqa=4", "head_dim=7"};
+  // On failure every out[i] is null, whatever it held before.
+  attnc_kernel *const stale = reinterpret_cast<attnc_kernel *>(arch); // any non-null value
+  loaded[0] = loaded[1] = stale;
   CHECK(attnc_runtime_prepare(rt, bad, 2, 0, loaded) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).rfind("specs[1]: invalid spec: head_dim = 7", 0) == 0);
+  CHECK(loaded[0] == nullptr);
+  CHECK(loaded[1] == nullptr);
   attnc_runtime_destroy(rt);
 }
 
