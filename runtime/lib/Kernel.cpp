@@ -83,8 +83,8 @@ size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits) {
   return bytes;
 }
 
-std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
-                         bool without_workspace) {
+std::string validateSizes(const Spec &spec, const AttentionArgs &a, int splits,
+                          bool without_workspace) {
   if (!spec.isGPU())
     return "the spec's target is cpu: GPU launches need target = sm_80 or sm_90a";
   if (a.batch < 0)
@@ -115,6 +115,22 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
     return "num_splits = " + str(a.num_splits) + " is negative (0: the spec's split_kv)";
   if (a.max_q_len > kInt32Max || a.max_kv_len > kInt32Max)
     return "sequences longer than 2^31 - 1 tokens are not supported";
+  if (spec.mode == Mode::Decode) {
+    if (splits < 1 || splits > kMaxSplitKV)
+      return "num_splits = " + str(splits) + " must be in 1.." + str(kMaxSplitKV);
+    if (!without_workspace && workspaceBytes(spec, a, splits) == SIZE_MAX)
+      return str(splits) + " KV splits of total_q = " + str(a.total_q) +
+             " queries would need a workspace of more than 2^64 bytes";
+  } else if (a.num_splits > 1) {
+    return "num_splits = " + str(a.num_splits) + ": prefill kernels do not split the KV range";
+  }
+  return "";
+}
+
+std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
+                         bool without_workspace) {
+  if (std::string bad = validateSizes(spec, a, splits, without_workspace); !bad.empty())
+    return bad;
   if (!std::isfinite(a.scale) || a.scale < 0)
     return "scale = " + std::to_string(a.scale) + " must be finite and >= 0 (0: 1/sqrt(head_dim))";
   // The kernel takes scale * log2(e) as an f32 (its exponent is in base 2).
@@ -192,12 +208,7 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
       return "max_kv_len = " + str(a.max_kv_len) + " is more than total_kv = " + str(a.total_kv);
   }
   if (spec.mode == Mode::Decode) {
-    if (splits < 1 || splits > kMaxSplitKV)
-      return "num_splits = " + str(splits) + " must be in 1.." + str(kMaxSplitKV);
     const size_t need = without_workspace ? 0 : workspaceBytes(spec, a, splits);
-    if (need == SIZE_MAX)
-      return str(splits) + " KV splits of total_q = " + str(a.total_q) +
-             " queries would need a workspace of more than 2^64 bytes";
     if (need && !a.workspace)
       return "workspace is a null pointer: " + str(splits) + " KV splits need " +
              str(int64_t(need)) + " bytes";
@@ -206,8 +217,6 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
              " KV splits need " + str(int64_t(need));
     if (std::string m = misaligned("workspace", a.workspace, 16); need && !m.empty())
       return m;
-  } else if (a.num_splits > 1) {
-    return "num_splits = " + str(a.num_splits) + ": prefill kernels do not split the KV range";
   }
   return "";
 }

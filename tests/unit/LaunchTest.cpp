@@ -173,6 +173,17 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
   a.workspace_bytes = 0;
   CHECK(validateArgs(s, a, 3, /*without_workspace=*/true) == "");
   CHECK(validateArgs(s, a, 3).rfind("workspace is a null pointer: 3 KV splits need", 0) == 0);
+  // The sizes alone, as a workspace query checks them: no pointer, no cache geometry.
+  AttentionArgs sizes = pagedDecode();
+  sizes.q = sizes.k = sizes.v = sizes.o = sizes.lse = sizes.cu_seqlens_q = sizes.seq_lens_k =
+      sizes.block_table = 0;
+  sizes.num_pages = sizes.block_table_stride = 0;
+  CHECK(validateSizes(s, sizes, 3) == "");
+  CHECK(validateArgs(s, sizes, 3) == "q is a null pointer");
+  sizes.max_q_len = 0;
+  CHECK(validateSizes(s, sizes, 3).rfind("max_q_len = 0 but total_q = 4", 0) == 0);
+  sizes.max_q_len = 1;
+  CHECK(validateSizes(s, sizes, 0) == "num_splits = 0 must be in 1..1024");
   // A contiguous cache needs its offsets; prefill never splits.
   AttentionArgs c = pagedDecode();
   CHECK(check(spec("gqa=4"), c) == "cu_seqlens_k is a null pointer (a contiguous KV cache needs it)");

@@ -138,7 +138,10 @@ ATTNC_API attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char 
                                              attnc_kernel **out);
 /** The kernel's canonical spec. */
 ATTNC_API attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t out_size);
-/** Bytes of workspace a launch with these arguments needs (0: none). */
+/** Bytes of workspace a launch with these arguments needs (0: none). Reads
+ *  the sizes alone (batch, heads, total_q, max_q_len, max_kv_len,
+ *  num_splits), so it may be asked before the device pointers exist; sizes a
+ *  launch would refuse are refused here too. */
 ATTNC_API attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel,
                                                     const attnc_args *args, uint64_t *bytes);
 /** Checks the arguments on the host, then enqueues on `stream` (a

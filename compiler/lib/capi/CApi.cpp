@@ -344,11 +344,9 @@ attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel, const attn
   return withArgs(kernel, args, [&](const AttentionArgs &a) {
     if (!bytes)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, "bytes is a null pointer");
-    // Only arguments a launch would take have a workspace size (the size of
-    // nonsense ones could wrap, or mean nothing).
-    if (std::string bad = validateArgs(kernel->kernel->spec(), a, kernel->kernel->splits(a),
-                                       /*without_workspace=*/true);
-        !bad.empty())
+    // Only sizes a launch would take have a workspace size (that of nonsense
+    // ones could wrap, or mean nothing); the device pointers need not exist yet.
+    if (std::string bad = kernel->kernel->checkSizes(a); !bad.empty())
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, bad);
     *bytes = kernel->kernel->workspaceBytes(a);
     return ok();

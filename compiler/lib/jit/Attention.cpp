@@ -149,6 +149,12 @@ int64_t attentionWorkspaceBytes(Runtime &runtime, const AttentionCall &call, std
     error = k.error;
     return -1;
   }
+  // Sizes a launch would refuse have no workspace size (an overflowing one
+  // would come back as -1 with no error).
+  if (std::string bad = k.kernel->checkSizes(args); !bad.empty()) {
+    error = bad;
+    return -1;
+  }
   return static_cast<int64_t>(k.kernel->workspaceBytes(args));
 }
 

@@ -106,8 +106,13 @@ size_t workspaceBytes(const Spec &spec, const AttentionArgs &args, int splits);
 /// The host-side checks of a launch: "" when the arguments fit the spec,
 /// else one line naming the argument and the problem. Splits that merge in
 /// a thread-block cluster or a block (`without_workspace`) need no workspace.
+/// validateArgs makes every check; validateSizes only those of the sizes the
+/// split count and the workspace depend on (batch, heads, totals, the longest
+/// sequences, the splits): no pointer, no cache geometry, no workspace given.
 std::string validateArgs(const Spec &spec, const AttentionArgs &args, int splits,
                          bool without_workspace = false);
+std::string validateSizes(const Spec &spec, const AttentionArgs &args, int splits,
+                          bool without_workspace = false);
 
 /// The checks that need the contents of the index arrays (host copies):
 /// offsets ascending and within total_q / total_kv, lengths within the
@@ -147,6 +152,12 @@ public:
   size_t workspaceBytes(const AttentionArgs &args) const {
     const int n = splits(args);
     return mergesWithoutWorkspace(args, n) ? 0 : attn::workspaceBytes(spec_, args, n);
+  }
+  /// validateSizes for this kernel's split count: what a workspace query
+  /// checks, before the device pointers need exist.
+  std::string checkSizes(const AttentionArgs &args) const {
+    const int n = splits(args);
+    return validateSizes(spec_, args, n, mergesWithoutWorkspace(args, n));
   }
 
   /// Whether a decode launch with these arguments merges its splits inside
