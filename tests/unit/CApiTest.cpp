@@ -199,8 +199,16 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   args.total_q = 2;
   args.max_q_len = 1;
   args.max_kv_len = 100;
+  // Asked before any device pointer exists. 3 splits: on sm_90a they merge in a
+  // thread-block cluster (no workspace); on sm_80 through the merge kernel, from
+  // fp32 partial outputs and lse: splits x total_q x heads x (head_dim + 1) floats.
   REQUIRE(attnc_kernel_workspace_bytes(kernel, &args, &bytes) == ATTNC_OK);
-  CHECK(bytes > 0); // 3 splits: partial outputs and lse
+  CHECK(bytes == (target == "sm_90a" ? 0u : 3u * 2 * 8 * 129 * 4));
+  // 20 splits are more than a cluster takes (16 at most): the merge kernel's workspace.
+  args.num_splits = 20;
+  REQUIRE(attnc_kernel_workspace_bytes(kernel, &args, &bytes) == ATTNC_OK);
+  CHECK(bytes == 20u * 2 * 8 * 129 * 4);
+  args.num_splits = 0;
   // Missing pointers: refused before anything is launched.
   CHECK(attnc_launch(kernel, &args, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).find("null pointer") != std::string::npos);
