@@ -492,7 +492,7 @@ int runTyped(const Spec &spec, const RunOptions &o) {
 /// The spec's kernel on the GPU: inputs rounded to its 16-bit type (the
 /// reference sees the same values), one launch, outputs back as f32.
 int runGpu(const RunOptions &o) {
-  // The spec (for the device's architecture, sm_90a until it is known).
+  // The spec for a device's architecture, and the flags against it.
   auto specFor = [&](Target device) -> std::optional<Spec> {
     std::optional<Spec> spec = specOn(o.spec, device, !o.lse.empty(), "run");
     if (!spec)
@@ -501,13 +501,14 @@ int runGpu(const RunOptions &o) {
       return fail(why), std::nullopt;
     return spec;
   };
-  // Bad input is said before the GPU is looked for, on any machine.
-  if (!specFor(Target::SM90a))
-    return 1;
   std::string error;
   std::unique_ptr<Runtime> rt = Runtime::create(error);
-  if (!rt)
+  if (!rt) {
+    // No GPU: bad input is still said first (as for sm_90a), then the GPU's absence.
+    if (!specFor(Target::SM90a))
+      return 1;
     return fail("--target gpu: " + error);
+  }
   const std::optional<Spec> found = specFor(rt->target());
   if (!found)
     return 1;
