@@ -91,16 +91,53 @@ int trace(const TraceOptions &o) {
       exact[x] = double(refOut[row * d + x]);
   }
 
+  // The tile ranges of the query tile that holds the row, as attn-mask-tiles
+  // computes them for all of its rows: a tile some other row of it sees is
+  // loaded, and this row may see none of its keys (attn-safe-init's case).
+  const int64_t tileQ = spec->mode == Mode::Decode ? qLen : spec->tile_q;
+  const int64_t qStart = row / tileQ * tileQ;
+  const TileRange r = classifyTiles(spec->mask, qStart, std::min(tileQ, qLen - qStart), bc, qLen, n);
+  // attn-split-kv: a decode kernel's splits each run the recurrence over their
+  // share of the tiles (split_range) from m = -inf, l = 0, acc = 0, and are
+  // merged at the end. The CPU kernel takes 2 splits where the count is auto.
+  const int64_t splits = spec->mode != Mode::Decode       ? 1
+                         : spec->split_kv == kSplitKVAuto ? 2
+                                                          : spec->split_kv;
+  auto splitOf = [&](int64_t j) {
+    for (int64_t sp = 0; sp + 1 < splits; ++sp)
+      if (j < r.lo + (sp + 1) * (r.hi - r.lo) / splits)
+        return sp;
+    return splits - 1;
+  };
+
   llvm::outs() << "spec " << spec->str() << "\nseed " << seed << "; query row " << row
-               << " of " << qLen << ", " << n << " keys, tiles of " << bc << " keys\n\n";
+               << " of " << qLen << ", " << n << " keys, tiles of " << bc
+               << (bc == 1 ? " key" : " keys");
+  if (tileQ > 1)
+    llvm::outs() << "; the row's query tile is rows " << qStart << ".."
+                 << std::min(qStart + tileQ, qLen) - 1;
+  if (splits > 1)
+    llvm::outs() << "; " << splits << " KV splits"
+                 << (spec->split_kv == kSplitKVAuto ? " (split_kv = auto: 2 on the CPU)" : "");
+  llvm::outs() << "\n\n";
   llvm::outs() << llvm::format("%5s %-11s %-8s %12s %12s %12s %9s %12s\n", "tile", "keys",
                                "class", "m", "alpha", "l", "rescales", "max err");
-  // The row's tile ranges, as attn-mask-tiles computes them for a tile of one query.
-  TileRange r = classifyTiles(spec->mask, row, 1, bc, qLen, n);
   const double inf = std::numeric_limits<double>::infinity();
   double m = -inf, l = 0;
   std::vector<double> acc(d, 0.0);
   int rescales = 0;
+  // Each split's final state, for the merge.
+  struct Part {
+    double m, l;
+    std::vector<double> acc;
+  };
+  std::vector<Part> parts;
+  auto maxErr = [&](double ml, const std::vector<double> &a) {
+    double err = 0;
+    for (int64_t x = 0; x < d; ++x)
+      err = std::max(err, std::fabs((ml > 0 ? a[x] / ml : 0.0) - exact[x]));
+    return err;
+  };
   const int64_t numTiles = (n + bc - 1) / bc;
   for (int64_t j = 0; j < numTiles; ++j) {
     const int64_t k0 = j * bc, k1 = std::min(n, k0 + bc);
@@ -111,6 +148,17 @@ int trace(const TraceOptions &o) {
       llvm::outs() << llvm::format("%5lld %-11s %-8s %12s\n", (long long)j, keys.c_str(),
                                    "skipped", "(fully masked: never loaded)");
       continue;
+    }
+    if (splits > 1 && (j == r.lo || splitOf(j) != splitOf(j - 1))) {
+      if (j != r.lo)
+        parts.push_back({m, l, acc});
+      const int64_t sp = splitOf(j);
+      llvm::outs() << "  split " << sp << ": tiles " << r.lo + sp * (r.hi - r.lo) / splits << ".."
+                   << r.lo + (sp + 1) * (r.hi - r.lo) / splits - 1
+                   << ", from m = -inf, l = 0, acc = 0\n";
+      m = -inf;
+      l = 0;
+      std::fill(acc.begin(), acc.end(), 0.0);
     }
     // One step of the recurrence, as the kernel does it.
     std::vector<double> sc(k1 - k0);
@@ -137,11 +185,30 @@ int trace(const TraceOptions &o) {
         acc[x] += p * value(t, x);
     }
     m = mNew;
-    double err = 0;
-    for (int64_t x = 0; x < d; ++x)
-      err = std::max(err, std::fabs((l > 0 ? acc[x] / l : 0.0) - exact[x]));
     llvm::outs() << llvm::format("%5lld %-11s %-8s %12.6g %12.6g %12.6g %9d %12.3g\n", (long long)j,
-                                 keys.c_str(), full ? "full" : "partial", m, alpha, l, rescales, err);
+                                 keys.c_str(), full ? "full" : "partial", m, alpha, l, rescales,
+                                 maxErr(l, acc));
+  }
+  if (splits > 1 && r.hi > r.lo) {
+    // attn-split-kv's merge (the rescale rule over the parts): m = max m_s,
+    // w_s = exp(m_s - m), l = sum w_s l_s, acc = sum w_s acc_s; attn-safe-init:
+    // a split that saw no visible key has m_s = -inf and weighs 0.
+    parts.push_back({m, l, acc});
+    double mAll = -inf;
+    for (const Part &part : parts)
+      mAll = std::max(mAll, part.m);
+    l = 0;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (const Part &part : parts) {
+      const double w = mAll == -inf ? 0.0 : std::exp(part.m - mAll);
+      l += w * part.l;
+      for (int64_t x = 0; x < d; ++x)
+        acc[x] += w * part.acc[x];
+    }
+    m = mAll;
+    llvm::outs() << llvm::format("%5s %-11s %-8s %12.6g %12s %12.6g %9s %12.3g\n", "merge",
+                                 ("splits 0.." + std::to_string(parts.size() - 1)).c_str(), "",
+                                 m, "", l, "", maxErr(l, acc));
   }
 
   // The generated kernel on the same input must give the table's last row.
@@ -150,7 +217,7 @@ int trace(const TraceOptions &o) {
     llvm::errs() << "attnc trace: " << llvm::toString(kernel.takeError()) << "\n";
     return 1;
   }
-  if (llvm::Error err = (*kernel)->run(harness::argsFor(batch, 0, scale, 2, out.data(), lse.data()))) {
+  if (llvm::Error err = (*kernel)->run(harness::argsFor(batch, 0, scale, splits, out.data(), lse.data()))) {
     llvm::errs() << "attnc trace: " << llvm::toString(std::move(err)) << "\n";
     return 1;
   }
