@@ -66,26 +66,28 @@ int64_t measurePeak(F &&work) {
   return peak < 0 || before < 0 ? -1 : peak - before;
 }
 
-/// Textbook attention with the score matrix materialised (in T).
+/// Textbook attention with the score matrix materialised (in T), the keys
+/// the mask hides at -inf (a row that sees none is 0).
 template <typename T>
 void textbook(const std::vector<T> &q, const std::vector<T> &k, const std::vector<T> &v,
-              std::vector<T> &o, int64_t n, int64_t d, T scale) {
+              std::vector<T> &o, int64_t n, int64_t d, T scale, const Mask &mask) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
   std::vector<T> s(n * n);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
       T dot = 0;
       for (int64_t x = 0; x < d; ++x)
         dot += q[i * d + x] * k[j * d + x];
-      s[i * n + j] = dot * scale;
+      s[i * n + j] = isVisible(mask, i, j, n, n) ? dot * scale : -inf;
     }
   for (int64_t i = 0; i < n; ++i) {
-    T max = -std::numeric_limits<T>::infinity(), sum = 0;
+    T max = -inf, sum = 0;
     for (int64_t j = 0; j < n; ++j)
       max = std::max(max, s[i * n + j]);
     for (int64_t j = 0; j < n; ++j)
-      sum += s[i * n + j] = std::exp(s[i * n + j] - max);
+      sum += s[i * n + j] = max == -inf ? T(0) : std::exp(s[i * n + j] - max);
     for (int64_t j = 0; j < n; ++j)
-      s[i * n + j] /= sum;
+      s[i * n + j] = sum > 0 ? s[i * n + j] / sum : T(0);
   }
   // O = P V, a row of P at a time: each step adds a row of V, read in order.
   for (int64_t i = 0; i < n; ++i) {
@@ -109,6 +111,19 @@ std::string bytes(double b) {
   return llvm::formatv("{0:F1} {1}", b, units[u]).str();
 }
 
+/// The keys a kernel reads for one head: each query tile of `tileQ` rows
+/// reads the KV tiles the mask leaves it (attn-mask-tiles: classify_tiles),
+/// so a causal or sliding-window mask reads less than every key per tile.
+double keysRead(const Spec &spec, int64_t tileQ, int64_t qLen, int64_t n) {
+  double keys = 0;
+  for (int64_t q0 = 0; q0 < qLen; q0 += tileQ) {
+    const TileRange r = classifyTiles(spec.mask, q0, std::min(tileQ, qLen - q0), spec.tile_kv, qLen, n);
+    if (r.hi > r.lo)
+      keys += double(std::min(n, r.hi * spec.tile_kv) - r.lo * spec.tile_kv);
+  }
+  return keys;
+}
+
 /// The decode model: one KV head, its gqa query heads, one token each.
 void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype), g = spec.gqa;
@@ -121,7 +136,8 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                << "  textbook HBM:  per query head: read q (d) + read K and V (2Nd) + write S, "
                   "read S, write P, read P (4 N fp32) + write o (d)\n"
                << "  kernel HBM:    read the g queries (gd) + read K and V once for the group "
-                  "(2Nd) + write O (gd)"
+               << (spec.mask.kind == MaskKind::None ? "(2Nd)" : "(2Kd, K the keys of the tiles the mask leaves)")
+               << " + write O (gd)"
                << (s > 1 ? " + write and read the splits' partial states (2 s g (d + 1) fp32)" : "")
                << "\n"
                << "  textbook peak scratch: S and P, N fp32 per query head (in place: gN)\n"
@@ -137,7 +153,8 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                                "ratio", "textbook scratch", "kernel scratch");
   for (int64_t n : lengths) {
     const double tbHBM = g * (2.0 * d * b + 2.0 * n * d * b + 4.0 * n * 4);
-    const double kHBM = 2.0 * g * d * b + 2.0 * n * d * b + (s > 1 ? 2.0 * s * g * (d + 1) * 4 : 0);
+    const double kHBM = 2.0 * g * d * b + 2.0 * keysRead(spec, 1, 1, n) * d * b +
+                        (s > 1 ? 2.0 * s * g * (d + 1) * 4 : 0);
     llvm::outs() << llvm::format("%8lld %14s %14s %7.1fx %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(), tbHBM / kHBM,
                                  bytes(double(g) * n * 4).c_str(),
@@ -145,7 +162,12 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   }
   llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
                   "g (1 + 8 / (d b)), the group's one read of K and V plus the textbook's score "
-                  "traffic. Nothing is measured on the CPU for decode: one query head's scores "
+                  "traffic"
+               << (spec.mask.kind == MaskKind::SlidingWindow
+                       ? "; with a sliding window the kernel reads only the window's tiles, so "
+                         "here the ratio grows with N"
+                       : "")
+               << ". Nothing is measured on the CPU for decode: one query head's scores "
                   "are N floats either way.)\n";
 }
 
@@ -155,6 +177,8 @@ template <typename T>
 int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
   const int64_t d = cpu.head_dim;
   const char *type = std::is_same_v<T, double> ? "f64" : "f32";
+  // Both sides compute in T, summing over N keys in different orders.
+  const double bound = std::is_same_v<T, double> ? 1e-9 : 1e-4;
   auto kernel = CpuKernel::compile(cpu);
   if (!kernel) {
     llvm::errs() << "attnc explain: " << llvm::toString(kernel.takeError()) << "\n";
@@ -195,7 +219,7 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
       for (T &x : *buf)
         x = normal(rng);
     const T scale = T(1) / std::sqrt(T(d));
-    int64_t tb = measurePeak([&] { textbook<T>(q, k, v, o1, n, d, scale); });
+    int64_t tb = measurePeak([&] { textbook<T>(q, k, v, o1, n, d, scale, cpu.mask); });
     CpuArgs a;
     a.numQHeads = a.numKVHeads = 1;
     a.qLen = a.kvLen = n;
@@ -210,9 +234,21 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
       llvm::errs() << "attnc explain: " << llvm::toString(std::move(err)) << "\n";
       return 1;
     }
-    double diff = 0;
-    for (int64_t i = 0; i < n * d; ++i)
+    // The two outputs must agree (relative to the largest output element);
+    // a table over outputs that differ would measure the wrong computation.
+    double diff = 0, largest = 0;
+    for (int64_t i = 0; i < n * d; ++i) {
       diff = std::max(diff, double(std::fabs(o1[i] - o2[i])));
+      largest = std::max(largest, double(std::fabs(o1[i])));
+    }
+    const double rel = largest > 0 ? diff / largest : diff;
+    if (!(rel <= bound)) {
+      llvm::outs().flush();
+      llvm::errs() << llvm::format("attnc explain: at N = %lld the kernel's output differs from "
+                                   "textbook attention's by %.1e relative (bound %.0e)\n",
+                                   (long long)n, rel, bound);
+      return 1;
+    }
     if (tb < 0 || gen < 0) {
       llvm::outs() << llvm::format("%8lld %18s\n", (long long)n,
                                    "(peak memory not measurable: no /proc/self/clear_refs)");
@@ -224,9 +260,9 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
     const std::string ratio = tb < kPage    ? std::string("-")
                               : gen < kPage ? llvm::formatv(">= {0:F0}x", double(tb) / kPage).str()
                                             : llvm::formatv("{0:F0}x", double(tb) / gen).str();
-    llvm::outs() << llvm::format("%8lld %18s %18s %10s   (outputs agree within %.1e)\n",
+    llvm::outs() << llvm::format("%8lld %18s %18s %10s   (outputs agree: %.1e relative)\n",
                                  (long long)n, bytes(tb).c_str(), bytes(gen).c_str(),
-                                 ratio.c_str(), diff);
+                                 ratio.c_str(), rel);
     llvm::outs().flush(); // each row as it is measured
   }
   llvm::outs() << "(resident memory grows in 4 KiB pages, and the allocator reuses freed "
@@ -277,7 +313,10 @@ int explain(const ExplainOptions &o) {
                << "  textbook HBM:  read Q, K, V (3Nd) + write S, read S, write P, read P "
                   "(4 N^2 " << st << ") + write O (Nd)\n"
                << "  kernel HBM:    read Q once (Nd) + read K and V once per query tile "
-                  "(2Nd * N/tile_q) + write O (Nd)\n"
+               << (spec.mask.kind == MaskKind::None
+                       ? "(2Nd * N/tile_q)"
+                       : "(2Kd, K the keys of the tiles the mask leaves each of the N/tile_q tiles)")
+               << " + write O (Nd)\n"
                << "  textbook peak scratch: S and P, N^2 " << st << " each (in place: N^2)\n";
   // A GPU block's scratch is its shared memory (the scores stay in
   // registers); the CPU kernel keeps its score tile in memory too.
@@ -297,8 +336,7 @@ int explain(const ExplainOptions &o) {
                                              : (br + 2 * stages * bc) * d * b + br * bc * sb;
   for (int64_t n : lengths) {
     double tbHBM = 3.0 * n * d * b + 4.0 * n * n * sb + 1.0 * n * d * b;
-    double qTiles = std::ceil(double(n) / br);
-    double kHBM = 1.0 * n * d * b + 2.0 * n * d * b * qTiles + 1.0 * n * d * b;
+    double kHBM = 1.0 * n * d * b + 2.0 * keysRead(spec, br, n, n) * d * b + 1.0 * n * d * b;
     llvm::outs() << llvm::format("%8lld %14s %14s %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(),
                                  bytes(double(n) * n * sb).c_str(), bytes(kernelScratch).c_str());
