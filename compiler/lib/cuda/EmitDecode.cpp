@@ -193,7 +193,7 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "        decode_mask<Block>(s, row0, j * Cfg::kTileKV + warp * 16, q_len, kv_len);\n";
   o << "      // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
     << "      // l = alpha l + rowsum P; acc = alpha acc, skipped while no row's max grew by more than\n"
-    << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
+    << "      // 8 in base 2, a factor of 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      state.update(s, p.scale_log2); // the scale rides in the exponent, base 2\n"
     << "      decode_pv<Block>(state, s, smem_v(stage), warp); // acc += P V\n"
     << "      free_stage = stage;\n"

@@ -151,7 +151,7 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
       << "        apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, step * Cfg::kStepKV, q_len, kv_len);\n";
   o << "      // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
     << "      // l = alpha l + rowsum P; acc = alpha acc, skipped while no row's max grew by more than\n"
-    << "      // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
+    << "      // 8 in base 2, a factor of 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "      // The scale rides in the exponent, in base 2: exp2(S * scale * log2 e - m).\n"
     << "      state.update(s, p.scale_log2);\n";
   if (!pipelined)
@@ -225,7 +225,7 @@ void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const 
       << "      apply_mask<Cfg>(s, q_start + warp * Cfg::kWarpRows, j * Cfg::kStepKV, q_len, kv_len);\n";
   o << "    // attn-online-softmax: m_new = max(m, rowmax S); alpha = exp(m - m_new); P = exp(S - m_new);\n"
     << "    // l = alpha l + rowsum P; acc = alpha acc, skipped while no row's max grew by more than\n"
-    << "    // 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
+    << "    // 8 in base 2, a factor of 2^8 (m then stays put; attn-safe-init guards inside, see state.cuh).\n"
     << "    // The scale rides in the exponent, in base 2: exp2(S * scale * log2 e - m).\n"
     << "    state.update(s, p.scale_log2);\n"
     << "    accumulate_pv_wgmma<Cfg>(state, s, smem_v + stage * Cfg::kTileKV * Cfg::kHeadDim); // acc += P V\n"
