@@ -308,7 +308,8 @@ int aot(const AotOptions &o) {
 
   // Every line checked first; bad lines are listed with their numbers.
   std::vector<Job> jobs;
-  std::vector<std::string> bad;
+  std::vector<std::string> bad; // one message per bad build
+  int badLines = 0;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (size_t hash = line.find('#'); hash != std::string::npos)
@@ -349,6 +350,7 @@ int aot(const AotOptions &o) {
     const bool alike = std::all_of(failed.begin(), failed.end(), [&](const auto &f) {
       return f.second == failed.front().second;
     });
+    badLines += !failed.empty();
     if (!failed.empty() && alike && (named || failed.size() == archs.size()))
       bad.push_back(where + failed.front().second);
     else
@@ -358,8 +360,8 @@ int aot(const AotOptions &o) {
   for (const std::string &b : bad)
     llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << b << "\n";
   if (!bad.empty() && !o.skipBad)
-    return fail(std::to_string(bad.size()) + " bad line(s); nothing compiled or written "
-                "(--skip-bad compiles the others)");
+    return fail(std::to_string(badLines) + (badLines == 1 ? " bad line" : " bad lines") +
+                "; nothing compiled or written (--skip-bad compiles the others)");
   if (jobs.empty())
     return fail(o.specsFile + " holds no spec");
   if (llvm::sys::fs::exists(o.output)) {

@@ -242,7 +242,8 @@ Run `attnc <command> --help` for a command's flags.
 
 static const char *kCommandNames = "emit, spec, run, trace, explain, cache, tune or aot";
 
-static const char *kSpecHelp = R"(A spec is a comma-separated list of field=value pairs; unset fields take defaults:
+static const char *kSpecHelp = R"(A spec is a comma-separated list of field=value pairs; unset fields take these
+defaults, except those a command's description above sets (run and trace: target cpu):
   mode        prefill | decode                                  (prefill)
   head_dim    32..256, a multiple of 16 on GPU targets          (128)
   dtype       f16 | bf16 on sm_80/sm_90a, f32 | f64 on cpu      (bf16; f32 on cpu)

@@ -34,6 +34,9 @@ void printPrefillStart(std::ostringstream &o, const Spec &spec, const KernelPlan
                    : "  const i64 q_start = (i64)blockIdx.x * Cfg::kTileQ;\n")
     << "  if (q_start >= q_len)\n    return;\n"
     << "  // attn-share-kv-heads: query heads kGroup * h .. kGroup * h + kGroup - 1 read KV head h.\n"
+    << "  // Prefill gives each query head blocks of its own (a tile of a group's rows would\n"
+    << "  // hold fewer query tokens), so the group's blocks load the same KV tiles and the L2\n"
+    << "  // serves the repeats; decode's block holds the whole group and loads each tile once.\n"
     << "  const int kv_head = head / Cfg::kGroup;\n";
   printKVCache(o, plan.paged);
   o << "  const i64 q_row = (i64)p.num_q_heads * Cfg::kHeadDim;\n"
