@@ -2,11 +2,14 @@
 
 #include "Npy.h"
 
+#include "llvm/Support/Path.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace attn::npy {
 
@@ -161,6 +164,34 @@ bool read(const std::string &path, Array &out, std::string &error) {
 bool writesThrough(const std::string &path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+std::string writable(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return "is a folder";
+  // What takes the write: a regular file is made beside its target and renamed
+  // onto it, so its folder; a device or a link is written in place, so the
+  // file it names, or, for a link to a file not made yet, that file's folder.
+  std::string file = path;
+  bool inPlace = false;
+  if (writesThrough(path)) {
+    inPlace = ::stat(path.c_str(), &st) == 0;
+    char target[4096];
+    const ssize_t n = inPlace ? 0 : ::readlink(path.c_str(), target, sizeof target - 1);
+    if (n > 0) {
+      const std::string to(target, size_t(n)), from = llvm::sys::path::parent_path(path).str();
+      file = llvm::sys::path::is_relative(to) && !from.empty() ? from + "/" + to : to;
+    }
+  }
+  if (inPlace)
+    return ::access(file.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);
+  std::string folder = llvm::sys::path::parent_path(file).str();
+  if (folder.empty())
+    folder = ".";
+  if (::access(folder.c_str(), W_OK) != 0)
+    return "cannot write in " + folder + ": " + std::strerror(errno);
+  return "";
 }
 
 bool write(const std::string &path, const Array &array, std::string &error) {

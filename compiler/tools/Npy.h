@@ -38,6 +38,11 @@ bool write(const std::string &path, const Array &array, std::string &error);
 /// written in place.
 bool writesThrough(const std::string &path);
 
+/// "" where write(path, ...) can be tried (its folder, or the file written
+/// through, takes writes), else why not, e.g. "cannot write in /x: No such
+/// file or directory": said before anything is computed.
+std::string writable(const std::string &path);
+
 } // namespace attn::npy
 
 #endif // ATTNC_TOOLS_NPY_H

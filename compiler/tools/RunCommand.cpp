@@ -263,6 +263,10 @@ constexpr int64_t kBatch = 1, kKVHeads = 2;
 /// or made yet, so it is said before a GPU is looked for).
 std::string checkFlags(const Spec &spec, const RunOptions &o) {
   const bool fromFiles = !o.q.empty();
+  for (auto [flag, path] : {std::pair<const char *, const std::string &>{"--out", o.out}, {"--lse", o.lse}})
+    if (!path.empty())
+      if (std::string why = npy::writable(path); !why.empty())
+        return std::string(flag) + " " + path + ": " + why;
   if (o.numSplits && spec.mode != Mode::Decode)
     return "--num-splits: prefill has no KV splits (a decode spec's)";
   if (o.numSplits && spec.split_kv != kSplitKVAuto && *o.numSplits != spec.split_kv)
