@@ -299,6 +299,13 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
   return "";
 }
 
+/// "sequence 0: q_len 8, kv_len 8, 1 query head, 1 KV head"
+void printSequence(size_t i, int64_t qLen, int64_t kvLen, int64_t qHeads, int64_t kvHeads) {
+  llvm::outs() << "sequence " << i << ": q_len " << qLen << ", kv_len " << kvLen << ", " << qHeads
+               << (qHeads == 1 ? " query head, " : " query heads, ") << kvHeads
+               << (kvHeads == 1 ? " KV head\n" : " KV heads\n");
+}
+
 /// The batch to run: the .npy inputs, or random ones (seed printed).
 template <typename T>
 bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
@@ -470,7 +477,12 @@ int runTyped(const Spec &spec, const RunOptions &o) {
   harness::Errors errors;
   double runSeconds = 0;
   const T nan = std::numeric_limits<T>::quiet_NaN();
+  // split_kv = auto: --num-splits, else 4 on the CPU (a fixed split_kv is the kernel's own).
   const int64_t splits = o.numSplits.value_or(4);
+  if (spec.mode == Mode::Decode)
+    llvm::outs() << "split-KV: "
+                 << (spec.split_kv == kSplitKVAuto ? splits : static_cast<int64_t>(spec.split_kv))
+                 << " split(s)\n";
   std::vector<T> lastOut, lastLse; // what --out and --lse write (one sequence)
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const auto &s = batch.sequences[i];
@@ -481,8 +493,7 @@ int runTyped(const Spec &spec, const RunOptions &o) {
             harness::argsFor(batch, i, scale, splits, out.data(), lse.data())))
       return fail(llvm::toString(std::move(err)));
     runSeconds += secondsSince(t1);
-    llvm::outs() << "sequence " << i << ": q_len " << s.qLen << ", kv_len " << s.kvLen << ", "
-                 << batch.numQHeads() << " query heads, " << batch.numKVHeads << " KV heads\n";
+    printSequence(i, s.qLen, s.kvLen, batch.numQHeads(), batch.numKVHeads);
     const std::vector<char> sample = sampleRows(batch, i, rng);
     harness::compare(batch, i, scale, out, lse, errors, sample.empty() ? nullptr : &sample);
     lastOut = std::move(out);
@@ -556,8 +567,7 @@ int runGpu(const RunOptions &o) {
   harness::Errors errors;
   for (size_t i = 0; i < outs.size(); ++i) {
     const auto &s = batch.sequences[i];
-    llvm::outs() << "sequence " << i << ": q_len " << s.qLen << ", kv_len " << s.kvLen << ", "
-                 << batch.numQHeads() << " query heads, " << batch.numKVHeads << " KV heads\n";
+    printSequence(i, s.qLen, s.kvLen, batch.numQHeads(), batch.numKVHeads);
     const std::vector<char> sample = sampleRows(batch, i, rng);
     harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors,
                      sample.empty() ? nullptr : &sample);

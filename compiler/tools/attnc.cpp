@@ -217,8 +217,10 @@ static cl::opt<bool> printAfterAll("print-ir-after-all",
                                    cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<bool> plainNames("plain-names",
-                                cl::desc("Number SSA values (%0, %1) instead of naming them "
-                                         "after the algorithm (%m_new, %alpha)"),
+                                cl::desc("Number the SSA values the passes name after the "
+                                         "algorithm (%m_new, %alpha) as %0, %1, ...; the attn ops "
+                                         "that name their own results keep those names (state_init's "
+                                         "%m, %l, %acc; classify_tiles', split_range's, merge's)"),
                                 cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<std::string> outputFile("o", cl::desc("Write what --stage selects (IR, or CUDA) to <file>"),
