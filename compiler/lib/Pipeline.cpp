@@ -54,7 +54,9 @@ struct RefuseStopAfter : public PassWrapper<RefuseStopAfter, OperationPass<>> {
   explicit RefuseStopAfter(std::string name) : name(std::move(name)) {}
   StringRef getArgument() const override { return "attn-refuse-stop-after"; }
   void runOnOperation() override {
-    getOperation()->emitError() << "attn-pipeline: stop-after=" << name
+    // Said at the module's location, not on the module op: an op's error
+    // would print the whole module after it.
+    mlir::emitError(getOperation()->getLoc()) << "attn-pipeline: stop-after=" << name
                                 << " is not a pass of the pipeline ("
                                 << llvm::join(pipelinePassNames(), ", ") << ")";
     signalPassFailure();

@@ -2,6 +2,9 @@
 // RUN: attn-opt %s --attn-pipeline=stop-after=attn-safe-init | FileCheck %s --check-prefix=SAFE
 // RUN: not attn-opt %s --attn-pipeline=stop-after=attn-bogus 2>&1 | FileCheck %s --check-prefix=BADSTOP
 // RUN: not attn-opt %s --attn-pipeline=foo=1 2>&1 | FileCheck %s --check-prefix=BADOPT
+// A later pass alone on the textbook IR says what must run first.
+// RUN: not attn-opt %s --attn-mask-tiles 2>&1 | FileCheck %s --check-prefix=UNTILED
+// UNTILED: error: attn-mask-tiles runs after attn-online-softmax, on its tiled recurrence; this textbook op has none yet
 
 // stop-after ends the pipeline after the pass it names: the online softmax
 // and the -inf-safe rescale are in, the mask tiles and the pages are not yet.
@@ -14,6 +17,7 @@
 // A name that is no pass of the pipeline, or an option it does not have, is
 // refused and named.
 // BADSTOP: error: attn-pipeline: stop-after=attn-bogus is not a pass of the pipeline (attn-online-softmax, attn-safe-init, attn-mask-tiles, attn-share-kv-heads, attn-page-kv, attn-split-kv)
+// BADSTOP-NOT: see current operation
 // BADOPT: no such option foo
 
 // The named pipeline takes a textbook decode kernel to the final tile-level

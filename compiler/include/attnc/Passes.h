@@ -33,6 +33,12 @@ mlir::FailureOr<mlir::scf::ForOp>
 insertOnlineSoftmax(mlir::RewriterBase &rewriter, StandardAttentionOp op, const Spec &spec);
 void populateOnlineSoftmaxPatterns(mlir::RewritePatternSet &patterns);
 
+/// The passes after attn-online-softmax rewrite its tiled recurrence: on a
+/// function that still holds a textbook op they would find nothing to do, so
+/// they call this first. It reports the op ("`pass` runs after
+/// attn-online-softmax ...") and fails where there is one.
+mlir::LogicalResult requireTiled(mlir::func::FuncOp func, llvm::StringRef pass);
+
 /// attn-safe-init: marks the ops that could compute exp(-inf - -inf) or 0/0.
 void populateSafeInitPatterns(mlir::RewritePatternSet &patterns);
 

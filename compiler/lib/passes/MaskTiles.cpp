@@ -84,6 +84,8 @@ LogicalResult attn::splitLoopByTileClass(RewriterBase &rewriter, scf::ForOp loop
 namespace {
 struct MaskTilesPass : attn::impl::MaskTilesBase<MaskTilesPass> {
   void runOnOperation() override {
+    if (failed(requireTiled(getOperation(), "attn-mask-tiles")))
+      return signalPassFailure();
     func::FuncOp func = getOperation();
     SmallVector<scf::ForOp> loops;
     func.walk([&](scf::ForOp loop) {

@@ -184,3 +184,16 @@ struct OnlineSoftmaxPass : attn::impl::OnlineSoftmaxBase<OnlineSoftmaxPass> {
 void attn::populateOnlineSoftmaxPatterns(RewritePatternSet &patterns) {
   patterns.add<OnlineSoftmaxPattern>(patterns.getContext());
 }
+
+LogicalResult attn::requireTiled(func::FuncOp func, StringRef pass) {
+  LogicalResult result = success();
+  func.walk([&](StandardAttentionOp op) {
+    op.emitError() << pass
+                   << " runs after attn-online-softmax, on its tiled recurrence; this textbook op "
+                      "has none yet (attn-opt --attn-online-softmax --"
+                   << pass << ", or --attn-pipeline)";
+    result = failure();
+    return WalkResult::interrupt();
+  });
+  return result;
+}

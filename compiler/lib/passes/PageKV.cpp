@@ -61,6 +61,8 @@ struct PageKVTileLoad : OpRewritePattern<LoadKVTileOp> {
 
 struct PageKVPass : attn::impl::PageKVBase<PageKVPass> {
   void runOnOperation() override {
+    if (failed(requireTiled(getOperation(), "attn-page-kv")))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populatePageKVPatterns(patterns);
     // The greedy driver also erases the gathers once nothing reads them.

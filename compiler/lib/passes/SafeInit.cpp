@@ -34,6 +34,8 @@ struct MarkInfSafe : OpRewritePattern<OpTy> {
 
 struct SafeInitPass : attn::impl::SafeInitBase<SafeInitPass> {
   void runOnOperation() override {
+    if (failed(requireTiled(getOperation(), "attn-safe-init")))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     populateSafeInitPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))

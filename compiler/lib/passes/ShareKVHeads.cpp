@@ -74,6 +74,8 @@ LogicalResult attn::shareKVHeads(RewriterBase &rewriter, scf::ForOp headsLoop, i
 namespace {
 struct ShareKVHeadsPass : attn::impl::ShareKVHeadsBase<ShareKVHeadsPass> {
   void runOnOperation() override {
+    if (failed(requireTiled(getOperation(), "attn-share-kv-heads")))
+      return signalPassFailure();
     func::FuncOp func = getOperation();
     std::optional<Spec> spec = getEnclosingSpec(func);
     if (!spec || spec->gqa == 1)

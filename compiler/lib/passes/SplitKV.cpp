@@ -92,6 +92,8 @@ LogicalResult attn::splitKV(RewriterBase &rewriter, StateInitOp init, Value numS
 namespace {
 struct SplitKVPass : attn::impl::SplitKVBase<SplitKVPass> {
   void runOnOperation() override {
+    if (failed(requireTiled(getOperation(), "attn-split-kv")))
+      return signalPassFailure();
     func::FuncOp func = getOperation();
     std::optional<Spec> spec = getEnclosingSpec(func);
     if (!spec || spec->mode != Mode::Decode || spec->split_kv == 1)
