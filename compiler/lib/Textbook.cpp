@@ -80,7 +80,7 @@ OwningOpRef<ModuleOp> buildTextbook(MLIRContext &ctx, const Spec &spec) {
     v = arg("v");
   }
   auto attention = StandardAttentionOp::create(
-      b, named(loc, "out"), heads, lseType, arg("q"), k, v, arg("scale"),
+      b, loc, heads, lseType, arg("q"), k, v, arg("scale"), // results: %out, %lse
       MaskAttr::get(&ctx, spec.mask), b.getI64IntegerAttr(spec.gqa));
   SmallVector<Value> returned = {attention.getOut()};
   if (spec.return_lse)

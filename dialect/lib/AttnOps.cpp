@@ -241,6 +241,9 @@ static void nameResults(Operation *op, OpAsmSetValueNameFn setName,
     setName(result, name);
 }
 
+void StandardAttentionOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
+  nameResults(*this, setName, {"out", "lse"});
+}
 void StateInitOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   nameResults(*this, setName, {"m", "l", "acc"});
 }

@@ -77,7 +77,12 @@ LogicalResult attn::splitLoopByTileClass(RewriterBase &rewriter, scf::ForOp loop
     state = part.getResults();
     last = part;
   }
+  // The old loop's bound (the tile count) is dead once no loop reads it; it
+  // would only clutter the IR a reader compares with the last stage's.
+  Operation *bound = loop.getUpperBound().getDefiningOp();
   rewriter.replaceOp(loop, last.getResults());
+  if (bound && bound->use_empty() && isMemoryEffectFree(bound))
+    rewriter.eraseOp(bound);
   return success();
 }
 

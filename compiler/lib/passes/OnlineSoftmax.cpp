@@ -108,7 +108,7 @@ FailureOr<scf::ForOp> attn::insertOnlineSoftmax(RewriterBase &rewriter, Standard
                            [&](OpBuilder &bb, Location ll, Value j, ValueRange st) {
                              kvBody(bb, ll, j, st, qTile, qStart, kvHead);
                            }),
-        "kv_tiles", "j", {"m", "l", "acc"});
+        "kv_tiles", "j", {"m_old", "l_old", "acc_old"});
     Value m = kvLoop.getResult(0), sum = kvLoop.getResult(1), acc = kvLoop.getResult(2);
     Value outTile = NormalizeOp::create(b, named(l, "o_tile"), accType, sum, acc, UnitAttr());
     SmallVector<Value> yielded = {StoreOTileOp::create(b, l, outs[0].getType(), outTile, outs[0], head, qStart,

@@ -25,7 +25,7 @@ def SlotVector : TensorRankOf<[Index], [1]>;
 // Textbook level
 //===----------------------------------------------------------------------===//
 
-def Attn_StandardAttentionOp : Attn_Op<"standard_attention"> {
+def Attn_StandardAttentionOp : Attn_Op<"standard_attention", [DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "softmax(Q Kᵀ · scale) · V with the score matrix materialised";
   let description = [{
     Textbook attention for one sequence: for every query head `h` (sharing
