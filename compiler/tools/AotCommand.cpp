@@ -272,7 +272,8 @@ int verify(const std::string &dir) {
         ++problems;
   if (problems)
     return fail(std::to_string(problems) + " problem(s) in " + dir);
-  llvm::outs() << dir << ": " << kernels << " kernels, cubins and bundle.cpp match the manifest\n";
+  llvm::outs() << dir << ": " << kernels << (kernels == 1 ? " kernel" : " kernels")
+               << ", cubins and bundle.cpp match the manifest\n";
   return 0;
 }
 
@@ -484,8 +485,10 @@ int aot(const AotOptions &o) {
   }
   if (replacing)
     llvm::sys::fs::remove_directories(old);
-  llvm::outs() << "bundle '" << bundleName << "': " << jobs.size() << " kernels compiled in "
-               << llvm::format("%.1f", seconds) << " s with " << workers << " workers -> "
+  llvm::outs() << "bundle '" << bundleName << "': " << jobs.size()
+               << (jobs.size() == 1 ? " kernel" : " kernels") << " compiled in "
+               << llvm::format("%.1f", seconds) << " s with " << workers
+               << (workers == 1 ? " worker -> " : " workers -> ")
                << o.output << "/{bundle.cpp,manifest.txt,cubins/}\n";
   return 0;
 }

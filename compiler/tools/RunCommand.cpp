@@ -339,7 +339,7 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
 }
 
 /// The reference is O(q_len * kv_len * head_dim) in long double: past a
-/// billion steps, only a random sample of 64 query rows is checked.
+/// billion steps, only a random sample of 64 distinct query rows is checked.
 template <typename T>
 std::vector<char> sampleRows(const harness::Batch<T> &batch, size_t i, std::mt19937_64 &rng) {
   const auto &s = batch.sequences[i];
@@ -347,8 +347,11 @@ std::vector<char> sampleRows(const harness::Batch<T> &batch, size_t i, std::mt19
   const double work = double(s.qLen) * s.kvLen * batch.spec.head_dim * batch.numQHeads();
   if (work > 1e9 && s.qLen > 64) {
     sample.assign(s.qLen, 0);
-    for (int n = 0; n < 64; ++n)
-      sample[std::uniform_int_distribution<int64_t>(0, s.qLen - 1)(rng)] = 1;
+    for (int n = 0; n < 64;) { // qLen > 64: 64 distinct rows exist
+      char &row = sample[std::uniform_int_distribution<int64_t>(0, s.qLen - 1)(rng)];
+      n += !row;
+      row = 1;
+    }
   }
   return sample;
 }

@@ -446,7 +446,8 @@ static int runCache() {
     llvm::errs() << cache.warning() << "\n";
   if (cacheAction == "clear") {
     int removed = cache.clear();
-    llvm::outs() << "removed " << removed << " kernels from " << cache.directory() << "\n";
+    llvm::outs() << "removed " << removed << (removed == 1 ? " kernel" : " kernels") << " from "
+                 << cache.directory() << "\n";
     return 0;
   }
   long long total = 0;
@@ -455,7 +456,8 @@ static int runCache() {
     llvm::outs() << llvm::format("%10lld  ", e.bytes) << e.file << "\n";
     total += e.bytes;
   }
-  llvm::outs() << entries.size() << " kernels, " << total << " bytes in " << cache.directory()
+  llvm::outs() << entries.size() << (entries.size() == 1 ? " kernel, " : " kernels, ") << total
+               << " bytes in " << cache.directory()
                << "\n";
   return 0;
 #endif
