@@ -103,11 +103,13 @@ int trace(const TraceOptions &o) {
   const int64_t splits = spec->mode != Mode::Decode       ? 1
                          : spec->split_kv == kSplitKVAuto ? 2
                                                           : spec->split_kv;
+  // Split sp's first tile (split_range's rule), and the split a tile is in.
+  auto splitLo = [&](int64_t sp) { return r.lo + sp * (r.hi - r.lo) / splits; };
   auto splitOf = [&](int64_t j) {
-    for (int64_t sp = 0; sp + 1 < splits; ++sp)
-      if (j < r.lo + (sp + 1) * (r.hi - r.lo) / splits)
-        return sp;
-    return splits - 1;
+    int64_t sp = 0;
+    while (sp + 1 < splits && j >= splitLo(sp + 1))
+      ++sp;
+    return sp;
   };
 
   llvm::outs() << "spec " << spec->str() << "\nseed " << seed << "; query row " << row
@@ -132,6 +134,12 @@ int trace(const TraceOptions &o) {
     std::vector<double> acc;
   };
   std::vector<Part> parts;
+  int64_t nextSplit = 0; // the first split not yet said
+  auto sayEmptySplits = [&](int64_t upTo) {
+    for (; nextSplit < upTo; ++nextSplit)
+      llvm::outs() << "  split " << nextSplit
+                   << ": no tiles (m stays -inf: it weighs 0 in the merge)\n";
+  };
   auto maxErr = [&](double ml, const std::vector<double> &a) {
     double err = 0;
     for (int64_t x = 0; x < d; ++x)
@@ -153,8 +161,9 @@ int trace(const TraceOptions &o) {
       if (j != r.lo)
         parts.push_back({m, l, acc});
       const int64_t sp = splitOf(j);
-      llvm::outs() << "  split " << sp << ": tiles " << r.lo + sp * (r.hi - r.lo) / splits << ".."
-                   << r.lo + (sp + 1) * (r.hi - r.lo) / splits - 1
+      sayEmptySplits(sp);
+      nextSplit = sp + 1;
+      llvm::outs() << "  split " << sp << ": tiles " << splitLo(sp) << ".." << splitLo(sp + 1) - 1
                    << ", from m = -inf, l = 0, acc = 0\n";
       m = -inf;
       l = 0;
@@ -190,9 +199,10 @@ int trace(const TraceOptions &o) {
                                  maxErr(l, acc));
   }
   if (splits > 1 && r.hi > r.lo) {
+    sayEmptySplits(splits);
     // attn-split-kv's merge (the rescale rule over the parts): m = max m_s,
     // w_s = exp(m_s - m), l = sum w_s l_s, acc = sum w_s acc_s; attn-safe-init:
-    // a split that saw no visible key has m_s = -inf and weighs 0.
+    // a split that saw no visible key (or no tile) has m_s = -inf and weighs 0.
     parts.push_back({m, l, acc});
     double mAll = -inf;
     for (const Part &part : parts)
@@ -207,7 +217,7 @@ int trace(const TraceOptions &o) {
     }
     m = mAll;
     llvm::outs() << llvm::format("%5s %-11s %-8s %12.6g %12s %12.6g %9s %12.3g\n", "merge",
-                                 ("splits 0.." + std::to_string(parts.size() - 1)).c_str(), "",
+                                 ("splits 0.." + std::to_string(splits - 1)).c_str(), "",
                                  m, "", l, "", maxErr(l, acc));
   }
 
