@@ -259,8 +259,9 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
 /// The random inputs' shape where the flags leave it open.
 constexpr int64_t kBatch = 1, kKVHeads = 2;
 
-/// Why the flags do not go together or with the spec, or "" (nothing read
-/// or made yet, so it is said before a GPU is looked for).
+/// Why the flags do not go together or with the spec, or an output cannot be
+/// written, or "" (nothing is read or made yet: it is said before any input
+/// is made, and on a machine without a GPU before its absence).
 std::string checkFlags(const Spec &spec, const RunOptions &o) {
   const bool fromFiles = !o.q.empty();
   for (auto [flag, path] : {std::pair<const char *, const std::string &>{"--out", o.out}, {"--lse", o.lse}})
