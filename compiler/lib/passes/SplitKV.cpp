@@ -33,6 +33,19 @@ static scf::ForOp loopStartingFrom(ValueRange state) {
   return {};
 }
 
+/// The index constant `value` of the function's entry block, made there if
+/// it has none: one %c0 and one %c1 in the IR a reader compares stage by
+/// stage, not a copy per pass.
+static Value entryIndexConstant(RewriterBase &rewriter, func::FuncOp func, int64_t value) {
+  Block &entry = func.getBody().front();
+  for (auto c : entry.getOps<arith::ConstantIndexOp>())
+    if (c.value() == value)
+      return c;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(&entry);
+  return arith::ConstantIndexOp::create(rewriter, unnamed(func.getLoc()), value);
+}
+
 LogicalResult attn::splitKV(RewriterBase &rewriter, StateInitOp init, Value numSplits) {
   // The chain of KV-tile loops the state flows through, in key order.
   SmallVector<scf::ForOp> chain;
@@ -46,9 +59,9 @@ LogicalResult attn::splitKV(RewriterBase &rewriter, StateInitOp init, Value numS
 
   Location loc = unnamed(chain.back().getLoc());
   Value lo = chain.front().getLowerBound(), hi = chain.back().getUpperBound();
+  auto func = init->getParentOfType<func::FuncOp>();
+  Value c0 = entryIndexConstant(rewriter, func, 0), c1 = entryIndexConstant(rewriter, func, 1);
   rewriter.setInsertionPointAfter(chain.back());
-  Value c0 = arith::ConstantIndexOp::create(rewriter, loc, 0);
-  Value c1 = arith::ConstantIndexOp::create(rewriter, loc, 1);
   auto splits = scf::ForOp::create(
       rewriter, named(loc, "state"), c0, numSplits, c1, init.getResults(),
       [&](OpBuilder &b, Location, Value split, ValueRange running) {
