@@ -272,7 +272,7 @@ int verify(const std::string &dir) {
         ++problems;
   if (problems)
     return fail(std::to_string(problems) + " problem(s) in " + dir);
-  llvm::outs() << dir << ": " << kernels << (kernels == 1 ? " kernel" : " kernels")
+  llvm::outs() << dir << ": " << counted(kernels, "kernel")
                << ", cubins and bundle.cpp match the manifest\n";
   return 0;
 }
@@ -361,8 +361,7 @@ int aot(const AotOptions &o) {
   for (const std::string &b : bad)
     llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << b << "\n";
   if (!bad.empty() && !o.skipBad)
-    return fail(std::to_string(badLines) + (badLines == 1 ? " bad line" : " bad lines") +
-                "; nothing compiled or written (--skip-bad compiles the others)");
+    return fail(counted(badLines, "bad line") + "; nothing compiled or written (--skip-bad compiles the others)");
   if (jobs.empty())
     return fail(o.specsFile + " holds no spec");
   if (llvm::sys::fs::exists(o.output)) {
@@ -485,10 +484,9 @@ int aot(const AotOptions &o) {
   }
   if (replacing)
     llvm::sys::fs::remove_directories(old);
-  llvm::outs() << "bundle '" << bundleName << "': " << jobs.size()
-               << (jobs.size() == 1 ? " kernel" : " kernels") << " compiled in "
-               << llvm::format("%.1f", seconds) << " s with " << workers
-               << (workers == 1 ? " worker -> " : " workers -> ")
+  llvm::outs() << "bundle '" << bundleName << "': " << counted(int64_t(jobs.size()), "kernel")
+               << " compiled in " << llvm::format("%.1f", seconds) << " s with "
+               << counted(workers, "worker") << " -> "
                << o.output << "/{bundle.cpp,manifest.txt,cubins/}\n";
   return 0;
 }

@@ -68,6 +68,11 @@ int aot(const AotOptions &options);
 /// file), and returns the exit status 1.
 int commandError(const char *command, const std::string &message);
 
+/// "1 kernel", "3 kernels": a count and its noun, with an s past one.
+inline std::string counted(int64_t n, const std::string &noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 /// True when a spec's text sets `field` (as `field=`).
 bool mentions(const std::string &text, const std::string &field);
 

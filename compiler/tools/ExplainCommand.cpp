@@ -323,11 +323,10 @@ int explain(const ExplainOptions &o) {
   if (spec.isGPU())
     llvm::outs() << "  kernel peak scratch:   per thread block, its shared memory (as `attnc spec` "
                     "prints it): the Q tile + "
-                 << stages << (stages == 1 ? " stage" : " stages")
-                 << " of K and V tiles; the score tile stays in registers\n\n";
+                 << counted(stages, "stage") << " of K and V tiles; the score tile stays in registers\n\n";
   else
-    llvm::outs() << "  kernel peak scratch:   the Q tile + " << stages
-                 << (stages == 1 ? " stage" : " stages") << " of K and V tiles + one score tile: "
+    llvm::outs() << "  kernel peak scratch:   the Q tile + " << counted(stages, "stage")
+                 << " of K and V tiles + one score tile: "
                  << "(tile_q + " << 2 * stages << " tile_kv) d elements + tile_q tile_kv " << st
                  << "\n\n";
   llvm::outs() << llvm::format("%8s %14s %14s %16s %16s\n", "N", "textbook HBM", "kernel HBM",

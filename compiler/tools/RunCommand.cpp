@@ -302,9 +302,8 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
 
 /// "sequence 0: q_len 8, kv_len 8, 1 query head, 1 KV head"
 void printSequence(size_t i, int64_t qLen, int64_t kvLen, int64_t qHeads, int64_t kvHeads) {
-  llvm::outs() << "sequence " << i << ": q_len " << qLen << ", kv_len " << kvLen << ", " << qHeads
-               << (qHeads == 1 ? " query head, " : " query heads, ") << kvHeads
-               << (kvHeads == 1 ? " KV head\n" : " KV heads\n");
+  llvm::outs() << "sequence " << i << ": q_len " << qLen << ", kv_len " << kvLen << ", "
+               << counted(qHeads, "query head") << ", " << counted(kvHeads, "KV head") << "\n";
 }
 
 /// The batch to run: the .npy inputs, or random ones (seed printed).

@@ -113,8 +113,7 @@ int trace(const TraceOptions &o) {
   };
 
   llvm::outs() << "spec " << spec->str() << "\nseed " << seed << "; query row " << row
-               << " of " << qLen << ", " << n << " keys, tiles of " << bc
-               << (bc == 1 ? " key" : " keys");
+               << " of " << qLen << ", " << n << " keys, tiles of " << counted(bc, "key");
   if (tileQ > 1)
     llvm::outs() << "; the row's query tile is rows " << qStart << ".."
                  << std::min(qStart + tileQ, qLen) - 1;

@@ -307,8 +307,8 @@ static int runSpec() {
                   " computing warpgroups, one copying K/V)"
         : attn::usesWgmma(*spec) ? "wgmma"
                                  : "mma.sync";
-    llvm::outs() << "block:     " << block << ", " << stages << " K/V "
-                 << (stages == 1 ? "stage" : "stages") << "\n";
+    llvm::outs() << "block:     " << block << ", " << attn::cli::counted(stages, "K/V stage")
+                 << "\n";
   }
   return 0;
 }
@@ -446,7 +446,7 @@ static int runCache() {
     llvm::errs() << cache.warning() << "\n";
   if (cacheAction == "clear") {
     int removed = cache.clear();
-    llvm::outs() << "removed " << removed << (removed == 1 ? " kernel" : " kernels") << " from "
+    llvm::outs() << "removed " << attn::cli::counted(removed, "kernel") << " from "
                  << cache.directory() << "\n";
     return 0;
   }
@@ -456,7 +456,7 @@ static int runCache() {
     llvm::outs() << llvm::format("%10lld  ", e.bytes) << e.file << "\n";
     total += e.bytes;
   }
-  llvm::outs() << entries.size() << (entries.size() == 1 ? " kernel, " : " kernels, ") << total
+  llvm::outs() << attn::cli::counted(int64_t(entries.size()), "kernel") << ", " << total
                << " bytes in " << cache.directory()
                << "\n";
   return 0;
