@@ -168,7 +168,8 @@ bool writesThrough(const std::string &path) {
 
 std::string writable(const std::string &path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+  const bool exists = ::stat(path.c_str(), &st) == 0; // following a link
+  if (exists && S_ISDIR(st.st_mode))
     return "is a folder";
   // What takes the write: a regular file is made beside its target and renamed
   // onto it, so its folder; a device or a link is written in place, so the
@@ -176,7 +177,7 @@ std::string writable(const std::string &path) {
   std::string file = path;
   bool inPlace = false;
   if (writesThrough(path)) {
-    inPlace = ::stat(path.c_str(), &st) == 0;
+    inPlace = exists;
     char target[4096];
     const ssize_t n = inPlace ? 0 : ::readlink(path.c_str(), target, sizeof target - 1);
     if (n > 0) {
