@@ -71,9 +71,18 @@ FailureOr<scf::ForOp> attn::insertOnlineSoftmax(RewriterBase &rewriter, Standard
       arith::CeilDivUIOp::create(rewriter, named(loc, "num_kv_tiles"), kvLen, index(tileKV));
   Value outInit = tensor::EmptyOp::create(rewriter, named(loc, "out_init"), op.getOut().getType(),
                                           ValueRange{numQHeads, qLen});
-  Value lseInit = tensor::EmptyOp::create(rewriter, named(loc, "lse_init"), op.getLse().getType(),
-                                          ValueRange{numQHeads, qLen});
+  // The loops carry the lse only where the function returns it.
   const bool wantLse = !op.getLse().use_empty();
+  SmallVector<Value> outsInit = {outInit};
+  if (wantLse)
+    outsInit.push_back(tensor::EmptyOp::create(rewriter, named(loc, "lse_init"),
+                                               op.getLse().getType(), ValueRange{numQHeads, qLen}));
+  auto carried = [&](StringRef out, StringRef lse) {
+    SmallVector<StringRef, 2> names = {out};
+    if (wantLse)
+      names.push_back(lse);
+    return names;
+  };
   auto tileQAttr = rewriter.getI64IntegerAttr(tileQ);
   auto groupAttr = rewriter.getI64IntegerAttr(1);
 
@@ -117,8 +126,6 @@ FailureOr<scf::ForOp> attn::insertOnlineSoftmax(RewriterBase &rewriter, Standard
       Value lse = LseOp::create(b, named(l, "lse_tile"), rowType, m, sum);
       yielded.push_back(
           StoreOTileOp::create(b, l, outs[1].getType(), lse, outs[1], head, qStart, tileQAttr, groupAttr));
-    } else {
-      yielded.push_back(outs[1]);
     }
     scf::YieldOp::create(b, l, yielded);
   };
@@ -126,7 +133,7 @@ FailureOr<scf::ForOp> attn::insertOnlineSoftmax(RewriterBase &rewriter, Standard
   // The loop over query heads; head h reads KV head h / gqa.
   auto headsLoop = markLoop(
       scf::ForOp::create(
-          rewriter, named(loc, "out"), c0, numQHeads, c1, ValueRange{outInit, lseInit},
+          rewriter, named(loc, "out"), c0, numQHeads, c1, outsInit,
           [&](OpBuilder &b, Location, Value h, ValueRange outs) {
             Location l = loc;
             Value kvHead = h;
@@ -137,11 +144,16 @@ FailureOr<scf::ForOp> attn::insertOnlineSoftmax(RewriterBase &rewriter, Standard
                                    [&](OpBuilder &bb, Location ll, Value i, ValueRange o) {
                                      qBody(bb, ll, i, o, h, kvHead);
                                    }),
-                "q_tiles", "i", {"out_i", "lse_i"});
+                "q_tiles", "i", carried("out_i", "lse_i"));
             scf::YieldOp::create(b, l, qLoop.getResults());
           }),
-      "heads", "h", {"out_h", "lse_h"});
-  rewriter.replaceOp(op, headsLoop.getResults());
+      "heads", "h", carried("out_h", "lse_h"));
+  if (wantLse) {
+    rewriter.replaceOp(op, headsLoop.getResults());
+  } else { // the op's lse has no use, and the loops carry none
+    rewriter.replaceAllUsesWith(op.getOut(), headsLoop.getResult(0));
+    rewriter.eraseOp(op);
+  }
   return headsLoop;
 }
 
