@@ -2,9 +2,12 @@
 specs, and the refusals that come before any launch (run by ctest with
 ATTNC_LIBRARY pointing at the built libattnc.so)."""
 
+import gc
 import os
 import sys
+import types
 import unittest
+import weakref
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "python"))
 import attnc  # noqa: E402
@@ -211,7 +214,6 @@ class TestArgumentTypes(unittest.TestCase):
                       "/nonexistent/libattnc.so (no such file)", run.stderr)
 
     def test_prepare_takes_a_list_of_specs(self):
-        import types
         kernel = object()
         held = types.SimpleNamespace(_kernels={"mode=prefill": kernel})
         # An iterator is read once, and its specs still come back in order.
@@ -295,7 +297,6 @@ class TestTensorChecks(unittest.TestCase):
     def test_offsets_without_torch_must_be_given(self):
         # Without torch, or (a stand-in torch here) with a q that is not a torch
         # tensor: nothing can be allocated on q's device, so the offsets are asked for.
-        import types
         from unittest import mock
         stand_in = types.ModuleType("torch")
         stand_in.Tensor = type("Tensor", (), {})
@@ -417,6 +418,94 @@ class TestPlanDerivesItsSpec(unittest.TestCase):
         self.assertEqual(spec, "mode=prefill,head_dim=64,dtype=f16,tile_q=64,tile_kv=32,"
                                "mask=sliding_window(100),page_size=0,gqa=2,return_lse=false,"
                                "target=sm_80")
+
+
+class TestPlanChecksWhatItLaunches(unittest.TestCase):
+    """attnc.plan through to the launch, with a stand-in runtime whose kernel needs
+    a 1 MiB workspace and records what it was launched with."""
+
+    NEED = 1 << 20
+
+    class FakeKernel:
+        spec = "fake"
+
+        def __init__(self):
+            self.launched = []
+
+        def workspace_bytes(self, args):
+            return TestPlanChecksWhatItLaunches.NEED
+
+        def launch(self, args, stream=0):
+            self.launched.append((args.workspace_bytes, stream))
+
+    class FakeRuntime:
+        arch = "sm_90a"
+
+        def __init__(self, kernel):
+            self.the_kernel = kernel
+
+        def kernel(self, spec):
+            return self.the_kernel
+
+    def setUp(self):
+        self.kernel = self.FakeKernel()
+        self.real = attnc._runtime_for
+        attnc._runtime_for = lambda device: self.FakeRuntime(self.kernel)
+
+    def tearDown(self):
+        attnc._runtime_for = self.real
+
+    def decode_args(self, **kw):
+        kv = FakeCudaArray((10, 16, 2, 128))
+        args = dict(cu_seqlens_q=FakeCudaArray((3,), "<i4"), max_seqlen_q=1,
+                    block_table=FakeCudaArray((2, 5), "<i4"),
+                    seq_lens_k=FakeCudaArray((2,), "<i4"), max_seqlen_k=80,
+                    out=FakeCudaArray((2, 8, 128)))
+        args.update(kw)
+        return (FakeCudaArray((2, 8, 128)), kv, kv), args
+
+    def test_a_workspace_too_small_is_refused(self):
+        tensors, args = self.decode_args(workspace=FakeCudaArray((8,)))  # 16 bytes
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.plan(*tensors, **args)
+        self.assertIn(f"workspace holds 16 bytes; this call needs {self.NEED}", str(e.exception))
+        self.assertEqual(self.kernel.launched, [])
+
+    def test_a_byte_workspace_passes_its_own_size(self):
+        tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED + 64,), "|u1"))
+        attnc.attention(*tensors, stream=7, **args)
+        self.assertEqual(self.kernel.launched, [(self.NEED + 64, 7)])
+
+    def test_a_stream_object_or_handle(self):
+        tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED,), "|u1"))
+        attnc.attention(*tensors, stream=types.SimpleNamespace(cuda_stream=42), **args)
+        self.assertEqual(self.kernel.launched[-1][1], 42)
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(*tensors, stream="default", **args)
+        self.assertIn("stream = 'default': expected a CUDA stream handle", str(e.exception))
+
+    def test_a_plan_keeps_the_callers_tensors(self):
+        tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED,), "|u1"))
+        watched = [weakref.ref(t) for t in tensors] + [weakref.ref(t) for t in args.values()
+                                                        if isinstance(t, FakeCudaArray)]
+        plan = attnc.plan(*tensors, **args)
+        del tensors, args
+        gc.collect()
+        self.assertTrue(all(w() is not None for w in watched))
+        plan.run()
+        del plan
+        gc.collect()
+        self.assertTrue(all(w() is None for w in watched))
+
+    def test_a_max_length_below_the_one_sequence_is_refused(self):
+        q, kv = FakeCudaArray((300, 4, 64)), FakeCudaArray((300, 2, 64))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.plan(q, kv, kv, max_seqlen_q=10)
+        self.assertIn("max_seqlen_q = 10, but q holds one sequence of 300 tokens", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.plan(q, kv, kv, cu_seqlens_q=FakeCudaArray((2,), "<i4"), max_seqlen_q=300,
+                       max_seqlen_k=299)
+        self.assertIn("max_seqlen_k = 299, but k holds one sequence of 300 tokens", str(e.exception))
 
 
 class TestRuntime(unittest.TestCase):

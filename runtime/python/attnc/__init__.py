@@ -445,7 +445,7 @@ class PageAllocator:
 
 # --- tensors ---------------------------------------------------------------
 
-_TYPESTR = {"<f2": "f16", "<i4": "i32", "<f4": "f32"}
+_TYPESTR = {"<f2": "f16", "<i4": "i32", "<f4": "f32", "|u1": "u8"}
 
 
 def _torch():
@@ -477,7 +477,7 @@ class _View:
                 raise AttncError(f"{name} has dtype {t.dtype}; attnc takes float16 or bfloat16 "
                                  "tensors (int32 for offsets and tables, float32 for lse)")
             self.ptr, self.shape, self.dtype = t.data_ptr(), tuple(t.shape), names[t.dtype]
-            self.device = t.device.index
+            self.itemsize, self.device = t.element_size(), t.device.index
             return
         iface = getattr(t, "__cuda_array_interface__", None)
         if iface is None:
@@ -489,7 +489,8 @@ class _View:
         shape, typestr = tuple(iface["shape"]), iface["typestr"]
         if typestr not in _TYPESTR:
             raise AttncError(f"{name} has typestr {typestr!r}; attnc takes '<f2' (float16), "
-                             "'<i4' (int32) or '<f4' (float32) through __cuda_array_interface__")
+                             "'<i4' (int32), '<f4' (float32) or '|u1' (bytes, a workspace) "
+                             "through __cuda_array_interface__")
         strides = iface.get("strides")
         itemsize = int(typestr[2:])
         expect, step = [], itemsize
@@ -506,7 +507,7 @@ class _View:
             raise AttncError(f"{name} is not contiguous (strides {tuple(strides)}, "
                              f"contiguous would be {tuple(expect)})")
         self.ptr, self.shape, self.dtype = iface["data"][0], shape, _TYPESTR[typestr]
-        self.device = None
+        self.itemsize, self.device = itemsize, None
 
 
 def _dims(t):
@@ -604,8 +605,13 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     takes the decode kernels (the GQA group's heads in one block, split-KV)
     for a paged cache whose sequences have at most 16 query tokens (and at most
     128 query rows per block: max_seqlen_q x the GQA group), else the prefill
-    kernels. check_arguments=True runs the checking mode (reads the
-    offsets and the block table back) before launching.
+    kernels. out, lse and workspace may be given (else they are allocated
+    here; a workspace is needed by split-KV decode that merges through global
+    memory: Kernel.workspace_bytes, and a given one must hold that many bytes).
+    stream: a CUDA stream handle (int) or a torch.cuda.Stream; by default
+    torch's current stream on q's device. check_arguments=True runs the
+    checking mode (reads the offsets and the block table back) before
+    launching. The Plan keeps every tensor given or allocated here alive.
     """
     torch = _torch()
     # What this call allocates (offsets, out, lse, workspace) is allocated with
@@ -637,11 +643,19 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     a.size = ctypes.sizeof(_Args)
     a.q, a.k, a.v = qv.ptr, kv_.ptr, vv.ptr
     a.num_q_heads, a.num_kv_heads, a.total_q = hq, hkv, total_q
-    keep = []  # tensors allocated here, alive until the launch is enqueued
+    # Every tensor the launch reads or writes, the caller's and those allocated
+    # here: a Plan keeps them alive for as long as it may launch on their addresses.
+    keep = [q, k, v]
+
+    def on_device(view, name):
+        if device is not None and view.device is not None and view.device != device:
+            raise AttncError(f"{name} is on cuda:{view.device}, but q, k and v on cuda:{device}")
+        return view
 
     def index_array(t, name, n=None):
-        view = _View(t, name)
+        view = on_device(_View(t, name), name)
         _need(view, name, 1 if name != "block_table" else 2, "i32")
+        keep.append(t)
         if n is not None and view.shape[0] != n:
             raise AttncError(f"{name} has {view.shape[0]} entries, expected {n}")
         return view
@@ -650,13 +664,20 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         if torch is None:
             raise AttncError("cu_seqlens must be given as CUDA int32 arrays without torch "
                              "(or with a q that is not a torch tensor)")
-        t = torch.tensor(values, dtype=torch.int32, device=q.device)
-        keep.append(t)
-        return t
+        return torch.tensor(values, dtype=torch.int32, device=q.device)
+
+    def one_sequence_max(given, length, name, tensor):
+        """max_seqlen_* when this call builds the offsets of the one sequence itself."""
+        if given is None:
+            return length
+        if _int(name, given) < length:
+            raise AttncError(f"{name} = {given}, but {tensor} holds one sequence of {length} "
+                             f"tokens (no cu_seqlens_{name[-1]} given)")
+        return given
 
     if cu_seqlens_q is None:
+        max_seqlen_q = one_sequence_max(max_seqlen_q, total_q, "max_seqlen_q", "q")
         cu_seqlens_q = device_ints([0, total_q])
-        max_seqlen_q = total_q if max_seqlen_q is None else max_seqlen_q
     cq = index_array(cu_seqlens_q, "cu_seqlens_q")
     if cq.shape[0] < 2:
         raise AttncError(f"cu_seqlens_q has {cq.shape[0]} entries: at least 2 (0, then each "
@@ -682,8 +703,8 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         if cu_seqlens_k is None:
             if a.batch != 1:
                 raise AttncError("cu_seqlens_k is needed when cu_seqlens_q has several sequences")
+            max_seqlen_k = one_sequence_max(max_seqlen_k, kv_.shape[0], "max_seqlen_k", "k")
             cu_seqlens_k = device_ints([0, kv_.shape[0]])
-            max_seqlen_k = kv_.shape[0] if max_seqlen_k is None else max_seqlen_k
         ck = index_array(cu_seqlens_k, "cu_seqlens_k", a.batch + 1)
         a.cu_seqlens_k, a.total_kv = ck.ptr, kv_.shape[0]
         if max_seqlen_k is None:
@@ -715,16 +736,18 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
 
     if out is None:
         out = alloc((total_q, hq, d), qv.dtype, "out")
-    ov = _View(out, "out")
+    ov = on_device(_View(out, "out"), "out")
     _need(ov, "out", 3, qv.dtype)
+    keep.append(out)
     if ov.shape != qv.shape:
         raise AttncError(f"out has shape {ov.shape}, q has {qv.shape}")
     a.o = ov.ptr
     if return_lse:
         if lse is None:
             lse = alloc((total_q, hq), "f32", "lse")
-        lv = _View(lse, "lse")
+        lv = on_device(_View(lse, "lse"), "lse")
         _need(lv, "lse", 2, "f32")
+        keep.append(lse)
         if lv.shape != (total_q, hq):
             raise AttncError(f"lse has shape {lv.shape}, expected {(total_q, hq)}")
         a.lse = lv.ptr
@@ -732,10 +755,20 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     if need:
         if workspace is None:
             workspace = alloc((need,), "u8", "workspace")
-        wv = _View(workspace, "workspace")
-        a.workspace, a.workspace_bytes = wv.ptr, need
+        wv = on_device(_View(workspace, "workspace"), "workspace")
+        given = math.prod(wv.shape) * wv.itemsize
+        if given < need:
+            raise AttncError(f"workspace holds {given} bytes; this call needs {need} "
+                             "(Kernel.workspace_bytes)")
+        a.workspace, a.workspace_bytes = wv.ptr, given
+        keep.append(workspace)
     if stream is None:
         stream = torch.cuda.current_stream(q.device).cuda_stream if torch is not None else 0
+    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+        stream = stream.cuda_stream
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise AttncError(f"stream = {stream!r}: expected a CUDA stream handle (an int) or an "
+                         "object with .cuda_stream (a torch.cuda.Stream)")
     if check_arguments:
         kernel.check_arguments(a, stream)
     return Plan(kernel, a, out, lse if return_lse else None, keep, stream)
