@@ -441,9 +441,7 @@ static int runCache() {
     llvm::errs() << "attnc cache: " << dir << " is not a folder (set ATTNC_CACHE_DIR to one)\n";
     return 1;
   }
-  attn::KernelCache cache;
-  if (!cache.warning().empty())
-    llvm::errs() << cache.warning() << "\n";
+  attn::KernelCache cache; // says on stderr, once, when its folder cannot be written
   if (cacheAction == "clear") {
     int removed = cache.clear();
     llvm::outs() << "removed " << attn::cli::counted(removed, "kernel") << " from "
@@ -603,9 +601,9 @@ int main(int argc, char **argv) {
 #ifdef ATTNC_HAVE_NVRTC
   // Tile sizes `attnc tune` recorded on this machine become the defaults of
   // the specs they were measured for (tune itself measures the built-ins).
+  // A table that cannot be read is said once, on stderr, and ignored.
   if (!tuneCmd)
-    if (std::string e = attn::TuningTable::installDefault(); !e.empty())
-      llvm::errs() << "attnc: warning: the tuning table is ignored: " << e << "\n";
+    attn::TuningTable::installDefault();
 #endif
   const int status = runCommand();
   // Standard output that could not be written (a full disk) fails the

@@ -96,8 +96,8 @@ std::string KernelCache::defaultDirectory() {
 
 KernelCache::KernelCache(std::string dir) : dir_(dir.empty() ? defaultDirectory() : dir) {
   if (dir_.empty()) {
-    warning_ = "attnc: no kernel cache directory (no home directory; set ATTNC_CACHE_DIR): "
-               "compiled kernels stay in memory only";
+    warn("attnc: no kernel cache directory (no home directory; set ATTNC_CACHE_DIR): "
+         "compiled kernels stay in memory only");
     return;
   }
   // Writable is what counts: create and remove a probe file.
@@ -111,8 +111,21 @@ KernelCache::KernelCache(std::string dir) : dir_(dir.empty() ? defaultDirectory(
       return;
     }
   }
-  warning_ = "attnc: the kernel cache directory " + dir_ + " cannot be written (" +
-             std::strerror(errno) + "): compiled kernels stay in memory only";
+  warn("attnc: the kernel cache directory " + dir_ + " cannot be written (" +
+       std::strerror(errno) + "): compiled kernels stay in memory only");
+}
+
+std::string KernelCache::warning() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return warning_;
+}
+
+void KernelCache::warn(const std::string &text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!warning_.empty())
+    return;
+  warning_ = text;
+  std::fprintf(stderr, "%s\n", text.c_str());
 }
 
 uint64_t templatesDigest(const std::vector<TemplateHeader> &headers) {
@@ -220,10 +233,8 @@ void KernelCache::writeEntry(const std::string &key, const CudaBinary &b) {
     if (out.flush())
       out.close();
     if (!out) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (warning_.empty())
-        warning_ = "attnc: cannot write the kernel cache entry " + path(key) + " (" +
-                   std::strerror(errno) + "): compiled kernels stay in memory only";
+      warn("attnc: cannot write the kernel cache entry " + path(key) + " (" +
+           std::strerror(errno) + "): compiled kernels stay in memory only");
       onDisk_ = false;
       std::remove(tmp.c_str());
       return;

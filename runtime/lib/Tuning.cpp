@@ -193,6 +193,8 @@ std::string TuningTable::installDefault() {
   std::call_once(once, [] {
     if (table.load(defaultPath(), error))
       install(&table);
+    else // said once, whoever asked: the CLI, the C API, Python
+      std::fprintf(stderr, "attnc: warning: the tuning table is ignored: %s\n", error.c_str());
   });
   return error;
 }

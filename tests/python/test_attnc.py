@@ -213,6 +213,28 @@ class TestArgumentTypes(unittest.TestCase):
         self.assertIn("ATTNC_LIBRARY names a library that cannot be used: "
                       "/nonexistent/libattnc.so (no such file)", run.stderr)
 
+    def test_a_bad_tuning_table_is_said_once(self):
+        # The C API uses the table's tiles as defaults; one it cannot read is
+        # ignored with one warning on stderr, however many calls consult it.
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as scratch:
+            table = os.path.join(scratch, "tuning.txt")
+            with open(table, "w") as f:
+                f.write("not a line\n")
+            library = os.path.abspath(attnc._library()._name)
+            env = dict(os.environ, ATTNC_LIBRARY=library, ATTNC_TUNING_FILE=table)
+            run = subprocess.run([sys.executable, "-c", "import attnc\n"
+                                  "for _ in range(3): print(attnc.canonical_spec('gqa=4'))"],
+                                 env=env, cwd=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                           "runtime", "python"),
+                                 capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.count("gqa=4"), 3)
+        self.assertEqual(run.stderr.count("attnc: warning: the tuning table is ignored: "), 1,
+                         run.stderr)
+        self.assertIn("tuning.txt:1: ", run.stderr)
+
     def test_prepare_takes_a_list_of_specs(self):
         kernel = object()
         held = types.SimpleNamespace(_kernels={"mode=prefill": kernel})

@@ -75,8 +75,9 @@ public:
   const std::string &directory() const { return dir_; }
   /// False when the directory cannot be written (memory only).
   bool onDisk() const { return onDisk_; }
-  /// The one warning about the disk cache, or "".
-  const std::string &warning() const { return warning_; }
+  /// The one warning about the disk cache, or "". It is also written to
+  /// stderr, once, when it arises (here, or at the first write that fails).
+  std::string warning() const;
 
   /// $ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc (an absolute one), else
   /// ~/.cache/attnc ($HOME, else the password database's home); "" when
@@ -86,11 +87,13 @@ public:
 private:
   std::string dir_, warning_;
   std::atomic<bool> onDisk_{false}; ///< read by every lookup, cleared by a failed write
-  std::mutex mutex_;                 ///< guards the warning
+  mutable std::mutex mutex_;         ///< guards the warning
   SingleFlight<CacheLookup> memory_;
 
   CacheLookup loadOrCompile(const std::string &source, const std::string &key,
                             const CudaCompileOptions &options);
+  /// Keeps `text` as the warning and says it on stderr, unless there is one.
+  void warn(const std::string &text);
   std::string path(const std::string &key) const;
   bool readEntry(const std::string &key, bool pairProgram, CudaBinary &out) const;
   void writeEntry(const std::string &key, const CudaBinary &binary);

@@ -54,7 +54,8 @@ public:
   /// Loads the default file and installs it for the life of the process,
   /// the first time it is called (later calls return the first outcome);
   /// "" on success (also when there is no file), else the problem (the
-  /// built-in defaults stay in force).
+  /// built-in defaults stay in force), which the first call also writes to
+  /// stderr as a warning.
   static std::string installDefault();
 
 private:
