@@ -124,44 +124,66 @@ double keysRead(const Spec &spec, int64_t tileQ, int64_t qLen, int64_t n) {
   return keys;
 }
 
+/// The bytes of a score (and of the running state): f64 for an f64 spec,
+/// whose CPU kernel computes in f64, else f32.
+int64_t scoreBytes(const Spec &spec) { return spec.dtype == DType::F64 ? 8 : 4; }
+
 /// The decode model: one KV head, its gqa query heads, one token each.
 void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype), g = spec.gqa;
   const bool fixedSplits = spec.split_kv != kSplitKVAuto;
   const int64_t s = fixedSplits ? spec.split_kv : 1;
+  // Scores and partial states in f32, or f64 for an f64 spec (the CPU's f64 kernel).
+  const int64_t sb = scoreBytes(spec);
+  const std::string st = sb == 8 ? "f64" : "fp32";
+  const int64_t rows = spec.tile_q * g; // a block's (a split's) query rows: tokens x the group
   llvm::outs() << "spec " << spec.str() << "\n\n"
                << "Model, for one KV head and its g = " << g
                << " query heads, one query token each, N cached keys, head_dim d = " << d << ", "
-               << b << "-byte elements, fp32 scores:\n"
+               << b << "-byte elements, " << st << " scores:\n"
                << "  textbook HBM:  per query head: read q (d) + read K and V (2Nd) + write S, "
-                  "read S, write P, read P (4 N fp32) + write o (d)\n"
+                  "read S, write P, read P (4 N " << st << ") + write o (d)\n"
                << "  kernel HBM:    read the g queries (gd) + read K and V once for the group "
                << (spec.mask.kind == MaskKind::None ? "(2Nd)" : "(2Kd, K the keys of the tiles the mask leaves)")
                << " + write O (gd)"
-               << (s > 1 ? " + write and read the splits' partial states (2 s g (d + 1) fp32)" : "")
+               << (s > 1 ? " + write and read the splits' partial states (2 s g (d + 1) " + st + ")" : "")
                << "\n"
-               << "  textbook peak scratch: S and P, N fp32 per query head (in place: gN)\n"
-               << "  kernel peak scratch:   s thread blocks (one per split), each the group's "
-                  "query rows + "
-               << kvStages(spec) << " stages of K and V tiles of " << spec.tile_kv << " keys\n";
+               << "  textbook peak scratch: S and P, N " << st << " per query head (in place: gN)\n";
+  if (spec.isGPU())
+    llvm::outs() << "  kernel peak scratch:   s thread blocks (one per split), each the group's "
+                    "query rows + "
+                 << counted(kvStages(spec), "stage") << " of K and V tiles of " << spec.tile_kv
+                 << " keys (its shared memory, as `attnc spec` prints it)\n";
+  else
+    llvm::outs() << "  kernel peak scratch:   per split, the group's " << rows
+                 << " query rows + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
+                 << " + 2 tile_kv) d elements) + its score tiles and state ("
+                 << rows << " tile_kv and " << rows << " (d + 2) " << st << ")\n";
   if (!fixedSplits)
-    llvm::outs() << "  split_kv = auto: the split count is chosen at launch from the batch, "
-                    "the KV heads and the GPU; the table assumes one split (each split adds "
-                    "2 g (d + 1) fp32 of partial state)\n";
+    llvm::outs() << "  split_kv = auto: "
+                 << (spec.isGPU() ? "the split count is chosen at launch from the batch, the KV "
+                                    "heads and the GPU"
+                                  : "on the CPU the caller gives the split count (attnc run "
+                                    "--num-splits, 4 unless given)")
+                 << "; the table assumes one split (each split adds 2 g (d + 1) " << st
+                 << " of partial state)\n";
   llvm::outs() << "\n"
                << llvm::format("%8s %14s %14s %8s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "ratio", "textbook scratch", "kernel scratch");
   for (int64_t n : lengths) {
-    const double tbHBM = g * (2.0 * d * b + 2.0 * n * d * b + 4.0 * n * 4);
+    const double tbHBM = g * (2.0 * d * b + 2.0 * n * d * b + 4.0 * n * sb);
     const double kHBM = 2.0 * g * d * b + 2.0 * keysRead(spec, 1, 1, n) * d * b +
-                        (s > 1 ? 2.0 * s * g * (d + 1) * 4 : 0);
+                        (s > 1 ? 2.0 * s * g * (d + 1) * sb : 0);
+    const double perSplit = spec.isGPU() ? double(sharedMemoryBytes(spec))
+                                         : double(rows + 2 * spec.tile_kv) * d * b +
+                                               double(rows) * (spec.tile_kv + d + 2) * sb;
     llvm::outs() << llvm::format("%8lld %14s %14s %7.1fx %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(), tbHBM / kHBM,
-                                 bytes(double(g) * n * 4).c_str(),
-                                 bytes(double(s) * sharedMemoryBytes(spec)).c_str());
+                                 bytes(double(g) * n * sb).c_str(), bytes(s * perSplit).c_str());
   }
   llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
-                  "g (1 + 8 / (d b)), the group's one read of K and V plus the textbook's score "
+                  "g (1 + "
+               << 2 * sb << " / (d b)), the group's one read of K and V plus the textbook's score "
                   "traffic"
                << (spec.mask.kind == MaskKind::SlidingWindow
                        ? "; with a sliding window the kernel reads only the window's tiles, so "
@@ -259,7 +281,9 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
     constexpr int64_t kPage = 4096;
     const std::string ratio = tb < kPage    ? std::string("-")
                               : gen < kPage ? llvm::formatv(">= {0:F0}x", double(tb) / kPage).str()
-                                            : llvm::formatv("{0:F0}x", double(tb) / gen).str();
+                              : double(tb) >= 10.0 * gen
+                                  ? llvm::formatv("{0:F0}x", double(tb) / gen).str()
+                                  : llvm::formatv("{0:F2}x", double(tb) / gen).str();
     llvm::outs() << llvm::format("%8lld %18s %18s %10s   (outputs agree: %.1e relative)\n",
                                  (long long)n, bytes(tb).c_str(), bytes(gen).c_str(),
                                  ratio.c_str(), rel);
@@ -305,7 +329,7 @@ int explain(const ExplainOptions &o) {
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype);
   const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = kvStages(spec);
   // Scores in f32, or f64 for an f64 spec (the CPU's f64 kernel computes in f64).
-  const int64_t sb = spec.dtype == DType::F64 ? 8 : 4;
+  const int64_t sb = scoreBytes(spec);
   const std::string st = sb == 8 ? "f64" : "fp32";
   llvm::outs() << "spec " << spec.str() << "\n\n"
                << "Model, for one head of N queries and N keys, head_dim d = " << d << ", "
@@ -326,19 +350,27 @@ int explain(const ExplainOptions &o) {
                  << counted(stages, "stage") << " of K and V tiles; the score tile stays in registers\n\n";
   else
     llvm::outs() << "  kernel peak scratch:   the Q tile + " << counted(stages, "stage")
-                 << " of K and V tiles + one score tile: "
-                 << "(tile_q + " << 2 * stages << " tile_kv) d elements + tile_q tile_kv " << st
-                 << "\n\n";
+                 << " of K and V tiles, (tile_q + " << 2 * stages
+                 << " tile_kv) d elements, + the tiles of the step: 1 to 3 score tiles (S, "
+                    "masked S, P: tile_q tile_kv "
+                 << st << " each, as the CPU lowering holds them) and 1 to 2 accumulators "
+                 << "(acc, acc_new: tile_q d " << st << ")\n\n";
   llvm::outs() << llvm::format("%8s %14s %14s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "textbook scratch", "kernel scratch");
-  const int64_t kernelScratch = spec.isGPU() ? sharedMemoryBytes(spec)
-                                             : (br + 2 * stages * bc) * d * b + br * bc * sb;
+  // The CPU's scratch as a range: its tiles, with the fewest and the most
+  // score tiles and accumulators live at once.
+  const double tiles = double(br + 2 * stages * bc) * d * b, score = double(br) * bc * sb,
+               accumulator = double(br) * d * sb;
+  const std::string kernelScratch =
+      spec.isGPU() ? bytes(sharedMemoryBytes(spec))
+                   : bytes(tiles + score + accumulator) + " - " +
+                         bytes(tiles + 3 * score + 2 * accumulator);
   for (int64_t n : lengths) {
     double tbHBM = 3.0 * n * d * b + 4.0 * n * n * sb + 1.0 * n * d * b;
     double kHBM = 1.0 * n * d * b + 2.0 * keysRead(spec, br, n, n) * d * b + 1.0 * n * d * b;
-    llvm::outs() << llvm::format("%8lld %14s %14s %16s %16s\n", (long long)n,
+    llvm::outs() << llvm::format("%8lld %14s %14s %16s %s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(),
-                                 bytes(double(n) * n * sb).c_str(), bytes(kernelScratch).c_str());
+                                 bytes(double(n) * n * sb).c_str(), kernelScratch.c_str());
   }
   if (!o.measure)
     return 0;
