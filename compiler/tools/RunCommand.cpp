@@ -484,8 +484,10 @@ int runTyped(const Spec &spec, const RunOptions &o) {
   const int64_t splits = o.numSplits.value_or(4);
   if (spec.mode == Mode::Decode)
     llvm::outs() << "split-KV: "
-                 << (spec.split_kv == kSplitKVAuto ? splits : static_cast<int64_t>(spec.split_kv))
-                 << " split(s)\n";
+                 << counted(spec.split_kv == kSplitKVAuto ? splits
+                                                          : static_cast<int64_t>(spec.split_kv),
+                            "split")
+                 << "\n";
   std::vector<T> lastOut, lastLse; // what --out and --lse write (one sequence)
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const auto &s = batch.sequences[i];
@@ -553,7 +555,7 @@ int runGpu(const RunOptions &o) {
   if (!dev->error.empty())
     return fail(dev->error);
   if (spec.mode == Mode::Decode)
-    llvm::outs() << "split-KV: " << k.kernel->splits(dev->args) << " split(s)\n";
+    llvm::outs() << "split-KV: " << counted(k.kernel->splits(dev->args), "split") << "\n";
   if (std::string bad = k.kernel->checkDeviceArguments(dev->args, nullptr); !bad.empty())
     return fail(bad);
   auto t0 = std::chrono::steady_clock::now();

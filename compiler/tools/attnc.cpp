@@ -152,7 +152,7 @@ static cl::opt<unsigned> aotJobs("j",
                                  cl::desc("Specs compiled at once (default: hardware threads; a "
                                           "decode spec with a pair kernel compiles its two "
                                           "programs side by side)"),
-                                 cl::init(0), cl::sub(aotCmd), cl::cat(attncCategory));
+                                 cl::init(0), cl::Prefix, cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<bool> aotSkipBad("skip-bad",
                                 cl::desc("Report bad lines and compile the others (default: "
                                          "report them all and stop)"),

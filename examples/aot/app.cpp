@@ -22,8 +22,12 @@
 int main() {
   using namespace attn;
   const std::vector<const BundleEntry *> kernels = bundledKernels();
-  for (const std::string &name : bundleNames())
-    std::printf("bundle %s: %zu kernels\n", name.c_str(), kernels.size());
+  const std::vector<std::string> names = bundleNames();
+  std::printf("%zu kernel%s from the bundle%s", kernels.size(), kernels.size() == 1 ? "" : "s",
+              names.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < names.size(); ++i)
+    std::printf("%s %s", i ? "," : "", names[i].c_str());
+  std::printf("\n");
   for (const BundleEntry *e : kernels) {
     std::printf("  %-6s %s (%zu bytes of cubin", e->arch, e->spec, e->cubin_size);
     if (e->pair_cubin) // decode on sm_90a: the kernel of two splits per block, a module of its own

@@ -37,7 +37,14 @@ int main(int argc, char **argv) {
   unsigned threads = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-      threads = static_cast<unsigned>(std::atoi(argv[++i]));
+      char *end = nullptr;
+      const long n = std::strtol(argv[++i], &end, 10);
+      if (*argv[i] == '\0' || *end != '\0' || n < 0 || n > 1024) {
+        std::fprintf(stderr, "--threads '%s': expected a number of threads in 0..1024 (0: one "
+                             "per hardware thread)\n", argv[i]);
+        return 2;
+      }
+      threads = static_cast<unsigned>(n);
     } else {
       std::fprintf(stderr, "usage: attn-jit-at-load-example [--threads N]\n");
       return 2;

@@ -172,7 +172,10 @@ class TestSpecFor(unittest.TestCase):
             (dict(window=True), "window = True: expected an integer, not a bool"),
             (dict(split_kv="AUTO"), "split_kv = 'AUTO': expected an integer or 'auto'"),
             (dict(target=None), "target = None: expected a string"),
-            (dict(target="sm_90a,tile_q=128"), "expected sm_80, sm_90a or cpu alone"),
+            (dict(target="sm_90a,tile_q=128"), "expected sm_80 or sm_90a alone"),
+            (dict(target="cpu"), "target = cpu: attention calls take GPU kernels"),
+            (dict(num_q_heads=0), "num_q_heads = 0 must be >= 1"),
+            (dict(num_kv_heads=-8, num_q_heads=-2), "num_q_heads = -2"),
             (dict(max_q_len=-5), "max_q_len = -5 must be >= 0"),
             # A yes/no argument is a bool: 'no' is not read as True.
             (dict(causal="no"), "causal = 'no': expected True or False"),

@@ -83,7 +83,17 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   c.num_q_heads = 30;
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "30 query heads are not a multiple of 8 KV heads (GQA)");
+  c.num_q_heads = 0; // not "0 query heads are not a multiple of 8"
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "num_q_heads = 0 must be >= 1");
   c.num_q_heads = 32;
+  c.num_kv_heads = -8;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "num_kv_heads = -8 must be >= 1");
+  c.num_kv_heads = 8;
+  // The calls' tensors are bf16 or f16: no CPU kernel takes them.
+  CHECK(attnc_attention_spec(&c, "cpu", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("target = cpu: attention calls take GPU kernels") == 0);
   c.dtype = "f32";
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).find("bf16 or f16") != std::string::npos);
@@ -123,7 +133,7 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   CHECK(attnc_attention_spec(&c, "sm_90a,tile_q=128", buf, sizeof buf) ==
         ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) ==
-        "target = 'sm_90a,tile_q=128': expected sm_80, sm_90a or cpu alone");
+        "target = 'sm_90a,tile_q=128': expected sm_80 or sm_90a alone");
   // Negative sizes the header rules out are refused, not read as their defaults.
   c.split_kv = -3;
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);

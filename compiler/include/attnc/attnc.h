@@ -105,7 +105,7 @@ ATTNC_API const char *attnc_last_error(void);
 ATTNC_API attnc_status attnc_spec_canonical(const char *spec, char *out, size_t out_size);
 
 /** The canonical spec of the kernel that attention over such tensors takes
- *  on `target` ("sm_90a", "sm_80", "cpu", or a GPU's architecture as
+ *  on `target` ("sm_90a", "sm_80", or a GPU's architecture as
  *  attnc_runtime_arch gives it: sm_9x takes sm_90a, any other from sm_80
  *  sm_80): the same rules as the C++ attn::attention (decode kernels for a
  *  paged cache with at most 16 query tokens and max_q_len x gqa <= 128,

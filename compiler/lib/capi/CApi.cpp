@@ -124,9 +124,12 @@ bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
   return true;
 }
 
-/// A spec's text with the GPU's target added when it names none.
+/// A spec's text with the GPU's target added when it names none (an empty
+/// spec: the defaults on that target).
 std::string withTarget(const std::string &spec, const std::string &target) {
-  return spec.find("target") == std::string::npos ? spec + ",target=" + target : spec;
+  if (spec.find("target") != std::string::npos)
+    return spec;
+  return (spec.find_first_not_of(' ') == std::string::npos ? "" : spec + ",") + "target=" + target;
 }
 
 template <typename F>
@@ -198,7 +201,7 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     // its other fields dropped.
     if (std::strpbrk(target, ",= ") != nullptr)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("target = '") + target +
-                                                    "': expected sm_80, sm_90a or cpu alone");
+                                                    "': expected sm_80 or sm_90a alone");
     // A GPU's architecture (attnc_runtime_arch: sm_86, sm_89, ...) names the
     // target its kernels are built for, as attn::Runtime::target does
     // (gpuTarget).
@@ -214,6 +217,10 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     SpecResult where = parseSpec("target=" + targetName);
     if (!where)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, where.error->message());
+    if (!where.spec->isGPU()) // the calls' tensors are bf16 or f16, which the CPU does not take
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  "target = cpu: attention calls take GPU kernels (sm_80 or sm_90a); a CPU "
+                  "spec comes from attnc_spec_canonical");
     for (auto [name, value, zero] : {std::tuple<const char *, int64_t, const char *>{
                                          "max_q_len", c.max_q_len, "an empty step, as prefill"},
                                      {"window", c.window, "no window"},

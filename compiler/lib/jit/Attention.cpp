@@ -14,7 +14,13 @@ std::string shapeText(const std::vector<int64_t> &s) {
 } // namespace
 
 std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::string &error) {
-  if (s.num_kv_heads < 1 || s.num_q_heads < 1 || s.num_q_heads % s.num_kv_heads != 0) {
+  if (s.num_q_heads < 1 || s.num_kv_heads < 1) {
+    error = std::string(s.num_q_heads < 1 ? "num_q_heads = " + std::to_string(s.num_q_heads)
+                                          : "num_kv_heads = " + std::to_string(s.num_kv_heads)) +
+            " must be >= 1";
+    return std::nullopt;
+  }
+  if (s.num_q_heads % s.num_kv_heads != 0) {
     error = std::to_string(s.num_q_heads) + " query heads are not a multiple of " +
             std::to_string(s.num_kv_heads) + " KV heads (GQA)";
     return std::nullopt;
