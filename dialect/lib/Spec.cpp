@@ -410,13 +410,20 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     if (s.mode == Mode::Decode && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 4))
       return err("stages", s.stages, "must be auto or 2..4 for mode = decode");
     int64_t bytes = sharedMemoryBytes(s), limit = sharedMemoryLimit(s.target);
-    if (bytes > limit)
-      return err("tile_kv", s.tile_kv,
-                 "tiles do not fit: the Q tile and " + std::to_string(kvStages(s)) +
-                     (kvStages(s) == 1 ? " stage" : " stages") + " of K and V tiles need " +
-                     std::to_string(bytes) +
-                     " bytes of shared memory, target = " + name(s.target) +
-                     " has " + std::to_string(limit) + " per block");
+    if (bytes > limit) {
+      const std::string why =
+          "tiles do not fit: the Q tile and " + std::to_string(kvStages(s)) +
+          (kvStages(s) == 1 ? " stage" : " stages") + " of K and V tiles of " +
+          std::to_string(s.tile_kv) + " keys need " + std::to_string(bytes) +
+          " bytes of shared memory, target = " + name(s.target) + " has " +
+          std::to_string(limit) + " per block";
+      // A depth given by hand that the automatic one would not exceed is what to change.
+      Spec automatic = s;
+      automatic.stages = kStagesAuto;
+      if (s.stages != kStagesAuto && sharedMemoryBytes(automatic) <= limit)
+        return err("stages", s.stages, why);
+      return err("tile_kv", s.tile_kv, why);
+    }
   }
   if (!gpu && s.stages != kStagesAuto)
     return err("stages", s.stages, "applies to GPU targets only (the CPU has no shared memory)");

@@ -359,8 +359,12 @@ TEST_CASE("stages sets the pipeline depth within what the loops take", "[spec]")
       {"stages=two", "invalid spec: stages = 'two': expected auto or a number of K/V stages >= 1"},
       // More stages take more shared memory: 2 of these tiles do not fit.
       {"head_dim=256,tile_q=128,tile_kv=128,stages=2",
-       "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 2 stages of K and V tiles "
-       "need 327680 bytes of shared memory, target = sm_90a has 232448 per block"},
+       "invalid spec: stages = 2: tiles do not fit: the Q tile and 2 stages of K and V tiles of "
+       "128 keys need 327680 bytes of shared memory, target = sm_90a has 232448 per block"},
+      // A depth given by hand is named, not the default tile_kv the user never set.
+      {"stages=8",
+       "invalid spec: stages = 8: tiles do not fit: the Q tile and 8 stages of K and V tiles of "
+       "128 keys need 557184 bytes of shared memory, target = sm_90a has 232448 per block"},
   });
 }
 
@@ -466,8 +470,8 @@ TEST_CASE("mma = wgmma_ws: a warp-specialised block of 128 x 128 or 128 x 64 til
        "prefill: head_dim 128 on tiles 128 x 64 or 128 x 128, head_dim 64 on 192 x 64 or 192 x "
        "128)"},
       {"head_dim=128,mma=wgmma_ws,stages=4",
-       "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 4 stages of K and V tiles "
-       "need 294976 bytes of shared memory, target = sm_90a has 232448 per block"},
+       "invalid spec: stages = 4: tiles do not fit: the Q tile and 4 stages of K and V tiles of "
+       "128 keys need 294976 bytes of shared memory, target = sm_90a has 232448 per block"},
   });
 }
 
@@ -534,21 +538,21 @@ TEST_CASE("GPU tiles must fit in shared memory", "[spec][errors]") {
   checkErrors({
       {"head_dim=256,tile_q=256,tile_kv=256",
        "invalid spec: tile_kv = 256: tiles do not fit: the Q tile and 1 stage "
-       "of K and V tiles need 393216 bytes of shared memory, target = sm_90a "
+       "of K and V tiles of 256 keys need 393216 bytes of shared memory, target = sm_90a "
        "has 232448 per block"},
       // sm_80 has less: head_dim 256 with 128 x 128 tiles fits sm_90a only.
       {"head_dim=256,tile_q=128,tile_kv=128,target=sm_80",
        "invalid spec: tile_kv = 128: tiles do not fit: the Q tile and 1 stage "
-       "of K and V tiles need 196608 bytes of shared memory, target = sm_80 has "
+       "of K and V tiles of 128 keys need 196608 bytes of shared memory, target = sm_80 has "
        "166912 per block"},
       // Decode never goes under two stages.
       {"mode=decode,page_size=16,head_dim=256,tile_kv=256,gqa=32",
        "invalid spec: tile_kv = 256: tiles do not fit: the Q tile and 2 stages "
-       "of K and V tiles need 532480 bytes of shared memory, target = sm_90a "
+       "of K and V tiles of 256 keys need 532480 bytes of shared memory, target = sm_90a "
        "has 232448 per block"},
       {"mode=decode,page_size=16,head_dim=128,tile_kv=224,gqa=8",
        "invalid spec: tile_kv = 224: tiles do not fit: the Q tile and 2 stages "
-       "of K and V tiles need 233472 bytes of shared memory, target = sm_90a "
+       "of K and V tiles of 224 keys need 233472 bytes of shared memory, target = sm_90a "
        "has 232448 per block"},
   });
   CHECK((256 + 2 * 256) * 256 * 2 == 393216);
