@@ -109,6 +109,10 @@ bool read(const std::string &path, Array &out, std::string &error) {
             " is not supported (float32 '<f4', float64 '<f8' or int32 '<i4')";
     return false;
   }
+  if (order.empty()) {
+    error = path + ": no fortran_order in the .npy header";
+    return false;
+  }
   if (order != "False") {
     error = path + ": Fortran-ordered arrays are not supported; save a C-contiguous array";
     return false;

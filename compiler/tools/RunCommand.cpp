@@ -411,8 +411,10 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
   return ok;
 }
 
-/// The summary and verdict: exit status 0 within `bound`, else 1.
-int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, double bound) {
+/// The summary and verdict: exit status 0 within `bound` (its "OK" is for the
+/// caller to print, once the outputs are written), else 1.
+int verdict(const Spec &spec, const harness::Errors &errors, double runSeconds, bool maxAbsBound,
+            double bound) {
   // A NaN output has no error to measure: the errors read NaN then, not those of the rest.
   const double maxAbs = errors.nan ? NAN : errors.maxAbs, relative = errors.nan ? NAN : errors.relative();
   const double measured = maxAbsBound ? maxAbs : relative;
@@ -427,24 +429,25 @@ int verdict(const harness::Errors &errors, double runSeconds, bool maxAbsBound, 
   if (errors.fullyMaskedRows)
     llvm::outs() << errors.fullyMaskedRows << " query rows see no key: "
                  << errors.fullyMaskedRows - errors.fullyMaskedWrong
-                 << " of them give 0 (and lse -inf)\n";
+                 << " of them give 0" << (spec.return_lse ? " (and lse -inf)" : "") << "\n";
   if (errors.nan || errors.fullyMaskedWrong || !(measured < bound)) {
     llvm::outs() << "FAILED: " << errors.nan << " NaN, " << errors.fullyMaskedWrong
                  << " fully masked rows wrong, error " << llvm::format("%.3g", measured)
                  << " against a bound of " << llvm::format("%.0e", bound) << "\n";
     return 1;
   }
-  llvm::outs() << "OK\n";
   return 0;
 }
 
 /// The verdict, then --out and --lse (the last sequence's outputs) only when
-/// the run passed it: a failed run writes nothing.
+/// the run passed it: a failed run writes nothing; "OK" once they are written.
 template <typename T>
-int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::Errors &errors,
-           double runSeconds, bool maxAbsBound, double bound, const std::vector<T> &out,
-           const std::vector<T> &lse) {
-  const int rc = verdict(errors, runSeconds, maxAbsBound, bound);
+int finish(const Spec &spec, const RunOptions &o, const harness::Batch<T> &batch,
+           const harness::Errors &errors, double runSeconds, bool maxAbsBound, double bound,
+           const std::vector<T> &out, const std::vector<T> &lse) {
+  const int rc = verdict(spec, errors, runSeconds, maxAbsBound, bound);
+  if (rc == 0 && o.out.empty() && o.lse.empty())
+    llvm::outs() << "OK\n";
   if (o.out.empty() && o.lse.empty())
     return rc;
   if (rc != 0) {
@@ -455,6 +458,7 @@ int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::E
   std::string error;
   if (!saveOutputs(o, batch, batch.sequences.size() - 1, out, lse, error))
     return fail(error);
+  llvm::outs() << "OK\n";
   return 0;
 }
 
@@ -505,7 +509,7 @@ int runTyped(const Spec &spec, const RunOptions &o) {
     lastLse = std::move(lse);
   }
   const bool f64 = std::is_same_v<T, double>;
-  return finish(o, batch, errors, runSeconds, f64, f64 ? 1e-8 : 1e-5, lastOut, lastLse);
+  return finish(spec, o, batch, errors, runSeconds, f64, f64 ? 1e-8 : 1e-5, lastOut, lastLse);
 }
 
 #ifdef ATTNC_HAVE_NVRTC
@@ -577,7 +581,7 @@ int runGpu(const RunOptions &o) {
     harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors,
                      sample.empty() ? nullptr : &sample);
   }
-  return finish(o, batch, errors, runSeconds, false, 1e-2, outs.back().out, outs.back().lse);
+  return finish(spec, o, batch, errors, runSeconds, false, 1e-2, outs.back().out, outs.back().lse);
 }
 #endif
 

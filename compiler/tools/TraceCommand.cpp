@@ -134,10 +134,16 @@ int trace(const TraceOptions &o) {
   };
   std::vector<Part> parts;
   int64_t nextSplit = 0; // the first split not yet said
-  auto sayEmptySplits = [&](int64_t upTo) {
-    for (; nextSplit < upTo; ++nextSplit)
-      llvm::outs() << "  split " << nextSplit
-                   << ": no tiles (m stays -inf: it weighs 0 in the merge)\n";
+  auto sayEmptySplits = [&](int64_t upTo) { // a run of them in one line
+    if (nextSplit >= upTo)
+      return;
+    if (upTo - nextSplit == 1)
+      llvm::outs() << "  split " << nextSplit;
+    else
+      llvm::outs() << "  splits " << nextSplit << ".." << upTo - 1;
+    llvm::outs() << ": no tiles (m stays -inf: " << (upTo - nextSplit == 1 ? "it weighs" : "they weigh")
+                 << " 0 in the merge)\n";
+    nextSplit = upTo;
   };
   auto maxErr = [&](double ml, const std::vector<double> &a) {
     double err = 0;

@@ -219,8 +219,9 @@ static cl::opt<bool> printAfterAll("print-ir-after-all",
 static cl::opt<bool> plainNames("plain-names",
                                 cl::desc("Number the SSA values the passes name after the "
                                          "algorithm (%m_new, %alpha) as %0, %1, ...; the attn ops "
-                                         "that name their own results keep those names (state_init's "
-                                         "%m, %l, %acc; classify_tiles', split_range's, merge's)"),
+                                         "that name their own results keep those names (standard_attention's "
+                                         "%out, %lse; state_init's %m, %l, %acc; accumulate's %l_new, "
+                                         "%acc_new; classify_tiles', split_range's, merge's)"),
                                 cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<std::string> outputFile("o", cl::desc("Write what --stage selects (IR, or CUDA) to <file>"),
