@@ -3,6 +3,9 @@
 #include "attnc/KernelCache.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -324,13 +327,57 @@ std::vector<CacheEntry> KernelCache::list() const {
   return entries;
 }
 
+namespace {
+/// "<prefix>-<arch>-<32 hex digits>": a name KernelCache::key makes.
+bool looksLikeKey(const std::string &s) {
+  if (s.size() < 34 || s[s.size() - 33] != '-')
+    return false;
+  return std::all_of(s.end() - 32, s.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+bool endsWith(const std::string &s, const std::string &tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+} // namespace
+
 int KernelCache::clear() {
   int removed = 0;
   for (const CacheEntry &e : list())
-    if (std::remove((dir_ + "/" + e.file).c_str()) == 0) {
+    if (std::remove((dir_ + "/" + e.file).c_str()) == 0)
       ++removed;
-      std::remove((dir_ + "/" + e.file + ".lock").c_str());
+  // What entries leave behind: the lock files of every entry ever compiled
+  // here (empty, "<key>.cubin.lock"), and the temporary files of writers that
+  // died before their rename (".<key>.tmp.<pid>.<thread>", attnc's magic
+  // line first, their process gone). Nothing else in the folder is touched.
+  if (DIR *d = opendir(dir_.c_str())) {
+    std::vector<std::string> leftovers;
+    while (dirent *e = readdir(d)) {
+      const std::string n = e->d_name, file = dir_ + "/" + n;
+      struct stat st;
+      if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+        continue;
+      if (n[0] != '.' && endsWith(n, ".cubin.lock") && st.st_size == 0 &&
+          looksLikeKey(n.substr(0, n.size() - 11))) {
+        leftovers.push_back(file);
+        continue;
+      }
+      const size_t tmp = n.find(".tmp.");
+      if (n[0] != '.' || tmp == std::string::npos || !looksLikeKey(n.substr(1, tmp - 1)))
+        continue;
+      const long pid = std::strtol(n.c_str() + tmp + 5, nullptr, 10);
+      if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH))
+        continue; // a writer that may still be writing
+      const std::string want = std::string(kMagic) + "\n";
+      std::string first(want.size(), '\0');
+      std::ifstream in(file, std::ios::binary);
+      if (in.read(first.data(), static_cast<std::streamsize>(first.size())) && first == want)
+        leftovers.push_back(file);
     }
+    closedir(d);
+    for (const std::string &file : leftovers)
+      std::remove(file.c_str());
+  }
   memory_.clear();
   return removed;
 }

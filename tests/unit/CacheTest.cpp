@@ -284,8 +284,31 @@ TEST_CASE("clear empties the cache", "[cache]") {
   TempDir dir;
   KernelCache cache(dir.path);
   REQUIRE(cache.get(probeSource(), "probe", sm90()));
+  // What entries leave behind, and what is not the cache's.
+  const std::string key = "probe-sm_90a-0123456789abcdef0123456789abcdef";
+  auto put = [&](const std::string &name, const std::string &text) {
+    std::ofstream(dir.path + "/" + name, std::ios::binary) << text;
+  };
+  std::string magic; // an entry's first line
+  std::getline(std::ifstream(entryPath(cache)), magic);
+  magic += "\n";
+  put(key + ".cubin.lock", "");                      // a lock whose entry never came
+  put("." + key + ".tmp.999999999.7", magic + "key"); // its writer died before the rename
+  put("." + key + ".tmp." + std::to_string(getpid()) + ".7", magic); // a writer still alive
+  put("notes.txt", "mine");
+  put("other.cubin.lock", "");                       // not a name the cache makes
+  put("." + key + ".tmp.999999999.8", "not an entry"); // not what the cache writes
   CHECK(cache.clear() == 1);
   CHECK(cache.list().empty());
+  auto exists = [&](const std::string &name) {
+    return access((dir.path + "/" + name).c_str(), F_OK) == 0;
+  };
+  CHECK_FALSE(exists(key + ".cubin.lock"));
+  CHECK_FALSE(exists("." + key + ".tmp.999999999.7"));
+  CHECK(exists("." + key + ".tmp." + std::to_string(getpid()) + ".7"));
+  CHECK(exists("notes.txt"));
+  CHECK(exists("other.cubin.lock"));
+  CHECK(exists("." + key + ".tmp.999999999.8"));
   CHECK(cache.get(probeSource(), "probe", sm90()).source == CacheSource::Compiled);
 }
 
