@@ -19,10 +19,21 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
   rt->cu_ = cu;
   CUresult rc = cu->cuCtxGetCurrent(&rt->ctx_);
   CUdevice dev = 0;
+  // The device's primary context, retained when the thread has none current:
+  // the runtime keeps it for the life of the process (its kernels may outlive
+  // the runtime), unless the runtime is not made after all.
+  bool retained = false;
+  auto giveBack = [&] {
+    if (retained) {
+      cu->cuCtxSetCurrent(nullptr); // as the thread had it
+      cu->cuDevicePrimaryCtxRelease(dev);
+    }
+  };
   if (rc == CUDA_SUCCESS && !rt->ctx_) {
     rc = cu->cuDeviceGet(&dev, 0);
     if (rc == CUDA_SUCCESS)
       rc = cu->cuDevicePrimaryCtxRetain(&rt->ctx_, dev);
+    retained = rc == CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS)
       rc = cu->cuCtxSetCurrent(rt->ctx_);
   } else if (rc == CUDA_SUCCESS) {
@@ -35,6 +46,7 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
     rc = cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   if (rc != CUDA_SUCCESS) {
     error = cu->describe(rc, "setting up a CUDA context");
+    giveBack();
     return nullptr;
   }
   char name[256] = {0};
@@ -44,6 +56,7 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
   if (major < 8) {
     error = std::string("the GPU (") + name + ", compute capability " + std::to_string(major) +
             "." + std::to_string(minor) + ") is older than sm_80, which attnc's kernels need";
+    giveBack();
     return nullptr;
   }
   rt->arch_ = major == 9 ? "sm_90a" : "sm_" + std::to_string(major) + std::to_string(minor);
