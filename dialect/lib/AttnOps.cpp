@@ -245,7 +245,13 @@ void StandardAttentionOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   nameResults(*this, setName, {"out", "lse"});
 }
 void StateInitOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
-  nameResults(*this, setName, {"m", "l", "acc"});
+  // attn-split-kv's loop over splits starts each split from a state of its own.
+  Operation *parent = (*this)->getParentOp();
+  auto role = parent ? parent->getAttrOfType<StringAttr>("attn.loop") : StringAttr();
+  if (role && role.getValue() == "kv_splits")
+    nameResults(*this, setName, {"m_split", "l_split", "acc_split"});
+  else
+    nameResults(*this, setName, {"m", "l", "acc"});
 }
 void AccumulateOp::getAsmResultNames(OpAsmSetValueNameFn setName) {
   nameResults(*this, setName, {"l_new", "acc_new"});

@@ -50,14 +50,15 @@ LogicalResult attn::splitLoopByTileClass(RewriterBase &rewriter, scf::ForOp loop
   struct Range {
     Value lb, ub;
     bool full;
+    StringRef name; ///< the loop's state, as the IR prints it
   };
   SmallVector<Range> ranges;
   // Only a sliding window hides keys before the visible ones: without it,
   // lo == full_lo and the leading partial range is empty.
   if (mask.getMask().getValue().kind == MaskKind::SlidingWindow)
-    ranges.push_back(Range{cls.getLo(), cls.getFullLo(), false});
-  ranges.push_back(Range{cls.getFullLo(), cls.getFullHi(), true});
-  ranges.push_back(Range{cls.getFullHi(), cls.getHi(), false});
+    ranges.push_back(Range{cls.getLo(), cls.getFullLo(), false, "state_partial_lead"});
+  ranges.push_back(Range{cls.getFullLo(), cls.getFullHi(), true, "state_full"});
+  ranges.push_back(Range{cls.getFullHi(), cls.getHi(), false, "state_partial"});
 
   ValueRange state = loop.getInitArgs();
   scf::ForOp last;
@@ -68,6 +69,7 @@ LogicalResult attn::splitLoopByTileClass(RewriterBase &rewriter, scf::ForOp loop
       part.setUpperBound(r.ub);
       part.getInitArgsMutable().assign(state);
       part->setAttr(kTilesAttr, rewriter.getStringAttr(r.full ? "full" : "partial"));
+      part->setLoc(named(loc, r.name));
     });
     if (r.full) {
       // attn-mask-tiles: every key of a fully visible tile counts, no mask.

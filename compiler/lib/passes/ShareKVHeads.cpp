@@ -46,7 +46,11 @@ LogicalResult attn::shareKVHeads(RewriterBase &rewriter, scf::ForOp headsLoop, i
 
   Location loc = unnamed(headsLoop.getLoc());
   rewriter.setInsertionPoint(headsLoop);
-  Value groupSize = arith::ConstantIndexOp::create(rewriter, loc, gqa);
+  // The group size: the head map's own constant where it is defined outside
+  // the loop (the textbook's %c<gqa>), not a copy of it.
+  Value groupSize = cast<arith::DivUIOp>(headMaps.front()).getRhs();
+  if (Operation *def = groupSize.getDefiningOp(); !def || headsLoop->isAncestor(def))
+    groupSize = arith::ConstantIndexOp::create(rewriter, loc, gqa);
   Value numKVHeads = arith::DivUIOp::create(rewriter, named(loc, "kv_heads"),
                                             headsLoop.getUpperBound(), groupSize);
   rewriter.setInsertionPointToStart(headsLoop.getBody());

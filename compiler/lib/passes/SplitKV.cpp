@@ -73,12 +73,19 @@ LogicalResult attn::splitKV(RewriterBase &rewriter, StateInitOp init, Value numS
         b.clone(*init, map);
         scf::ForOp partial;
         for (scf::ForOp loop : chain) {
-          // This loop's tiles that fall in the split: [max(lb, lo), min(ub, hi)).
-          Value lb =
-              arith::MaxUIOp::create(b, named(l, "j_lo"), loop.getLowerBound(), range.getSplitLo());
+          // This loop's tiles that fall in the split: [max(lb, lo), min(ub, hi)),
+          // named after the loop's state (%j_lo_full for %state_full's).
+          StringRef state = "state";
+          if (auto name = dyn_cast<NameLoc>(loop.getLoc()))
+            state = name.getName().getValue();
+          const std::string suffix = state.consume_front("state_") ? "_" + state.str() : "";
+          Value lb = arith::MaxUIOp::create(b, named(l, "j_lo" + suffix), loop.getLowerBound(),
+                                            range.getSplitLo());
           Value ub = arith::MinUIOp::create(b, l, loop.getUpperBound(), range.getSplitHi());
-          ub = arith::MaxUIOp::create(b, named(l, "j_hi"), lb, ub);
+          ub = arith::MaxUIOp::create(b, named(l, "j_hi" + suffix), lb, ub);
           partial = cast<scf::ForOp>(b.clone(*loop, map));
+          if (suffix.empty()) // the loop over splits is %state
+            partial->setLoc(named(l, "state_split"));
           partial.setLowerBound(lb);
           partial.setUpperBound(ub);
         }
