@@ -340,6 +340,10 @@ int aot(const AotOptions &o) {
       job.spec = *r.spec;
       job.arch = name(r.spec->target);
       job.line = number;
+      if (named && o.archsGiven && std::find(archs.begin(), archs.end(), job.arch) == archs.end())
+        llvm::errs() << "attnc aot: " << where << "note: the line names target = " << job.arch
+                     << ", not in --arch " << o.archs << ": built for " << job.arch
+                     << ", as the line says\n";
       const bool dup = std::any_of(jobs.begin(), jobs.end(), [&](const Job &j) {
         return j.spec == job.spec && j.arch == job.arch;
       });

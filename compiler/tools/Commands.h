@@ -56,6 +56,7 @@ int tune(const TuneOptions &options);
 /// `attnc aot`: a bundle of kernels compiled ahead of time.
 struct AotOptions {
   std::string specsFile, archs = "sm_80,sm_90a", output, name;
+  bool archsGiven = false; ///< --arch given: a line that names another target is said
   std::string verify;    ///< a bundle folder to check against its manifest
   unsigned jobs = 0;     ///< 0: one per hardware thread
   bool skipBad = false;  ///< compile the good lines when some are bad

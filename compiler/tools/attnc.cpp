@@ -539,6 +539,7 @@ static int runCommand() {
     attn::cli::AotOptions o;
     o.specsFile = aotSpecs;
     o.archs = aotArchs;
+    o.archsGiven = aotArchs.getNumOccurrences() > 0;
     o.output = aotOutput;
     o.name = aotName;
     o.jobs = aotJobs;
