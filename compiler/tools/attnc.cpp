@@ -115,14 +115,15 @@ static cl::opt<std::string>
            cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
 
 // attnc trace
-static cl::opt<int64_t> traceKVLen("kv-len", cl::desc("Keys to trace through (default 16)"),
+static cl::opt<int64_t> traceKVLen("kv-len", cl::desc("Keys to trace through, 1..4096 (default 16)"),
                                    cl::init(16), cl::sub(traceCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> traceRow("row", cl::desc("Query row to follow, from 0 (default -1: the last)"),
                                  cl::init(-1), cl::sub(traceCmd), cl::cat(attncCategory));
 
 // attnc explain
 static cl::opt<std::string> explainLengths("lengths",
-                                           cl::desc("Sequence lengths N, comma separated (decode: "
+                                           cl::desc("Sequence lengths N, comma separated, each "
+                                                    "1..1048576 (default 512,2048,8192; decode: "
                                                     "the cached keys)"),
                                            cl::init("512,2048,8192"), cl::sub(explainCmd),
                                            cl::cat(attncCategory));
