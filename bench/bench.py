@@ -539,8 +539,14 @@ def main():
     if PROFILE:  # nothing was timed: no results to write
         return
     # $ATTNC_COMMIT names the commit when the checkout here is a copy whose
-    # .git does not match its files.
+    # .git does not match its files; else the commit the timed library was
+    # built from, where tests/gpu/pack.sh wrote it beside the library; else
+    # the checkout's.
     commit = os.environ.get("ATTNC_COMMIT", "")
+    packed = os.path.join(os.path.dirname(os.environ.get("ATTNC_LIBRARY", "")), "commit.txt")
+    if not commit and os.environ.get("ATTNC_LIBRARY") and os.path.isfile(packed):
+        with open(packed) as f:
+            commit = f.read().strip()
     if not commit:
         try:
             commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
