@@ -125,17 +125,17 @@ double keysRead(const Spec &spec, int64_t tileQ, int64_t qLen, int64_t n) {
 }
 
 /// The bytes of a score (and of the running state): f64 for an f64 spec,
-/// whose CPU kernel computes in f64, else f32.
+/// whose CPU kernel computes in f64, else f32; and the type's name.
 int64_t scoreBytes(const Spec &spec) { return spec.dtype == DType::F64 ? 8 : 4; }
+std::string scoreType(const Spec &spec) { return scoreBytes(spec) == 8 ? "f64" : "fp32"; }
 
 /// The decode model: one KV head, its gqa query heads, one token each.
 void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype), g = spec.gqa;
   const bool fixedSplits = spec.split_kv != kSplitKVAuto;
   const int64_t s = fixedSplits ? spec.split_kv : 1;
-  // Scores and partial states in f32, or f64 for an f64 spec (the CPU's f64 kernel).
   const int64_t sb = scoreBytes(spec);
-  const std::string st = sb == 8 ? "f64" : "fp32";
+  const std::string st = scoreType(spec);
   const int64_t rows = spec.tile_q * g; // a block's (a split's) query rows: tokens x the group
   llvm::outs() << "spec " << spec.str() << "\n\n"
                << "Model, for one KV head and its g = " << g
@@ -328,9 +328,8 @@ int explain(const ExplainOptions &o) {
   }
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype);
   const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = kvStages(spec);
-  // Scores in f32, or f64 for an f64 spec (the CPU's f64 kernel computes in f64).
   const int64_t sb = scoreBytes(spec);
-  const std::string st = sb == 8 ? "f64" : "fp32";
+  const std::string st = scoreType(spec);
   llvm::outs() << "spec " << spec.str() << "\n\n"
                << "Model, for one head of N queries and N keys, head_dim d = " << d << ", "
                << b << "-byte elements, " << st << " scores:\n"
