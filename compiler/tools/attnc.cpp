@@ -221,7 +221,7 @@ static cl::opt<bool> plainNames("plain-names",
                                 cl::desc("Number the SSA values the passes name after the "
                                          "algorithm (%m_new, %alpha) as %0, %1, ...; the attn ops "
                                          "that name their own results keep those names (standard_attention's "
-                                         "%out, %lse; state_init's %m, %l, %acc; accumulate's %l_new, "
+                                         "%out, %lse; state_init's %m, %l, %acc (%m_split... in a split); accumulate's %l_new, "
                                          "%acc_new; classify_tiles', split_range's, merge's)"),
                                 cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
 

@@ -22,25 +22,30 @@ def OnlineSoftmax : Pass<"attn-online-softmax", "::mlir::func::FuncOp"> {
 
     Before:
     ```mlir
-    %o, %lse = attn.standard_attention %q, %k, %v scale %s mask #attn.mask<causal> gqa 4 : ...
+    %out, %lse = attn.standard_attention %q, %k, %v scale %scale mask <causal> gqa 4 : ...
     ```
-    After (one query tile):
+    After (one query tile, as `attnc emit` prints it; types left out):
     ```mlir
-    %qt = attn.load_q_tile %q[%h, %q0] tile_q 128 group 1 : ...
-    %m0, %l0, %acc0 = attn.state_init like %qt : ...
-    %r:3 = scf.for %j = %c0 to %nkt step %c1 iter_args(%m = %m0, %l = %l0, %acc = %acc0) {
-      %kt = attn.load_kv_tile %k[%hk, %k0] : ...
-      %vt = attn.load_kv_tile %v[%hk, %k0] : ...
-      %s  = attn.qk %qt, %kt scale %scale : ...
-      %sm = attn.mask %s, %q0, %k0, %nq, %nkv mask #attn.mask<causal> tile_q 128 : ...
-      %mn = attn.row_max %sm, %m : ...
-      %a  = attn.rescale_factor %m, %mn : ...
-      %p  = attn.exp %sm, %mn : ...
-      %l2, %acc2 = attn.accumulate %l, %acc, %a, %p, %vt : ...
-      scf.yield %mn, %l2, %acc2 : ...
+    %q_tile = attn.load_q_tile %q[%h, %q_start] tile_q 128 group 1 : ...
+    %m, %l, %acc = attn.state_init like %q_tile : ...
+    %state:3 = scf.for %j = %c0 to %num_kv_tiles step %c1
+        iter_args(%m_old = %m, %l_old = %l, %acc_old = %acc) -> (...) {
+      %kv_start = arith.muli %j, %c64 : index
+      %k_tile = attn.load_kv_tile %k[%kv_head, %kv_start] : ...
+      %v_tile = attn.load_kv_tile %v[%kv_head, %kv_start] : ...
+      %s = attn.qk %q_tile, %k_tile scale %scale : ...
+      %s_masked = attn.mask %s, %q_start, %kv_start, %q_len, %kv_len mask <causal> tile_q 128 : ...
+      %m_new = attn.row_max %s_masked, %m_old : ...
+      %alpha = attn.rescale_factor %m_old, %m_new : ...
+      %p = attn.exp %s_masked, %m_new : ...
+      %l_new, %acc_new = attn.accumulate %l_old, %acc_old, %alpha, %p, %v_tile : ...
+      scf.yield %m_new, %l_new, %acc_new : ...
     } {attn.loop = "kv_tiles"}
-    %ot = attn.normalize %r#1, %r#2 : ...
+    %o_tile = attn.normalize %state#1, %state#2 : ...
     ```
+    The heads and query-tile loops carry the output (`%out_h`, `%out_i`),
+    and the lse (`%lse_h`, `%lse_i`, written by `attn.lse`) only where the
+    function returns it.
 
     Invariants after this pass:
     - no `attn.standard_attention` is left;
@@ -66,8 +71,8 @@ def SafeInit : Pass<"attn-safe-init", "::mlir::func::FuncOp"> {
 
     Before / after:
     ```mlir
-    %a = attn.rescale_factor %m, %mn : tensor<?xf32>
-    %a = attn.rescale_factor %m, %mn inf_safe : tensor<?xf32>
+    %alpha = attn.rescale_factor %m_old, %m_new : tensor<?xf32>
+    %alpha = attn.rescale_factor %m_old, %m_new inf_safe : tensor<?xf32>
     ```
 
     Invariants after this pass: every `attn.rescale_factor`, `attn.exp`,
@@ -84,23 +89,33 @@ def MaskTiles : Pass<"attn-mask-tiles", "::mlir::func::FuncOp"> {
     loops over the tile ranges: partial tiles (mask kept), fully visible
     tiles (mask removed, `attn.tiles = "full"`), partial tiles again. Fully
     masked tiles fall outside every range: the loop bounds shrink and they
-    are never loaded. Without a sliding window there is no leading partial
+    are never loaded. The loops' states print as `%state_partial_lead` (a
+    sliding window's first, partial tiles), `%state_full` and
+    `%state_partial`; without a sliding window there is no leading partial
     range, so two loops remain.
 
     Before:
     ```mlir
-    %r:3 = scf.for %j = %c0 to %nkt ... { ... attn.mask ... }
+    %state:3 = scf.for %j = %c0 to %num_kv_tiles ... { ... attn.mask ... }
     ```
     After (causal):
     ```mlir
-    %lo, %flo, %fhi, %hi = attn.classify_tiles %q0, %nq, %nkv mask #attn.mask<causal> tile_q 128 tile_kv 64
-    %a:3 = scf.for %j = %flo to %fhi ... { (no attn.mask) } {attn.tiles = "full"}
-    %b:3 = scf.for %j = %fhi to %hi ... iter_args(%a#0, %a#1, %a#2) { attn.mask ... } {attn.tiles = "partial"}
+    %lo, %full_lo, %full_hi, %hi = attn.classify_tiles %q_start, %q_len, %kv_len mask <causal> tile_q 128 tile_kv 64
+    %state_full:3 = scf.for %j = %full_lo to %full_hi step %c1
+        iter_args(%m_old = %m, %l_old = %l, %acc_old = %acc) -> (...) {
+      ... (no attn.mask)
+    } {attn.loop = "kv_tiles", attn.tiles = "full"}
+    %state_partial:3 = scf.for %j = %full_hi to %hi step %c1
+        iter_args(%m_old = %state_full#0, %l_old = %state_full#1, %acc_old = %state_full#2) -> (...) {
+      ... attn.mask ...
+    } {attn.loop = "kv_tiles", attn.tiles = "partial"}
     ```
 
-    Invariants after this pass: no KV-tile loop spans the whole KV range;
-    `attn.mask` appears only in loops marked `attn.tiles = "partial"`; the
-    state flows through the loops in key order.
+    Invariants after this pass: the KV-tile loops' bounds come from
+    `attn.classify_tiles` (a query tile's loops together visit its tiles
+    [lo, hi) and no other; where the mask hides nothing, the full loop may
+    cover them all); `attn.mask` appears only in loops marked
+    `attn.tiles = "partial"`; the state flows through the loops in key order.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
 }
@@ -115,24 +130,26 @@ def ShareKVHeads : Pass<"attn-share-kv-heads", "::mlir::func::FuncOp"> {
 
     Before:
     ```mlir
-    scf.for %h = %c0 to %hq ... {
-      %hk = arith.divui %h, %c4 : index
-      %qt = attn.load_q_tile %q[%h, %q0] tile_q 64 group 1 : ...
-      ... attn.load_kv_tile %k[%hk, %k0] ...
+    %out = scf.for %h = %c0 to %q_heads ... {
+      %kv_head = arith.divui %h, %c4 : index
+      %q_tile = attn.load_q_tile %q[%h, %q_start] tile_q 64 group 1 : ...
+      ... attn.load_kv_tile %k[%kv_head, %kv_start] ...
     } {attn.loop = "heads"}
     ```
     After:
     ```mlir
-    scf.for %hk = %c0 to %hkv ... {
-      %h = arith.muli %hk, %c4 : index
-      %qt = attn.load_q_tile %q[%h, %q0] tile_q 64 group 4 : ...
-      ... attn.load_kv_tile %k[%hk, %k0] ...
-    } {attn.loop = "heads", attn.gqa = 4}
+    %kv_heads = arith.divui %q_heads, %c4 : index
+    %out = scf.for %kv_head = %c0 to %kv_heads ... {
+      %q_head = arith.muli %kv_head, %c4 : index
+      %q_tile = attn.load_q_tile %q[%q_head, %q_start] tile_q 64 group 4 : ...
+      ... attn.load_kv_tile %k[%kv_head, %kv_start] ...
+    } {attn.gqa = 4 : i64, attn.loop = "heads"}
     ```
 
     Invariants after this pass: the heads loop runs over KV heads; every
     `attn.load_q_tile` and `attn.store_o_tile` in it has `group = gqa`; no
-    query-to-KV head division is left. Does nothing when gqa = 1.
+    per-head query-to-KV division (`h / G`) is left in the loop (only the
+    KV head count, `%q_heads / G`, before it). Does nothing when gqa = 1.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
@@ -148,13 +165,13 @@ def PageKV : Pass<"attn-page-kv", "::mlir::func::FuncOp"> {
 
     Before:
     ```mlir
-    %k = attn.gather_pages %k_cache, %bt, %nkv : ...
-    %kt = attn.load_kv_tile %k[%hk, %k0] : ...
+    %k = attn.gather_pages %k_cache, %block_table, %kv_len : ...
+    %k_tile = attn.load_kv_tile %k[%kv_head, %kv_start] : ...
     ```
     After:
     ```mlir
-    %slots = attn.block_table_lookup %bt[%k0], %nkv page_size 16 : tensor<?xi32> -> tensor<64xindex>
-    %kt = attn.load_paged_kv_tile %k_cache[%slots, %hk] : ...
+    %slots = attn.block_table_lookup %block_table[%kv_start], %kv_len page_size 16 : tensor<?xi32> -> tensor<64xindex>
+    %k_tile = attn.load_paged_kv_tile %k_cache[%slots, %kv_head] : ...
     ```
 
     Invariants after this pass: no `attn.gather_pages` and no
@@ -167,30 +184,42 @@ def SplitKV : Pass<"attn-split-kv", "::mlir::func::FuncOp"> {
   let summary = "Decode: partition the KV tiles into splits and merge their partial states";
   let description = [{
     For `mode = decode` (a few query rows, long KV), one query tile does not
-    give the GPU enough parallel work. The KV-tile range [lo, hi) of each
-    query tile is partitioned by `attn.split_range`; a loop over splits
-    (`attn.loop = "kv_splits"`, one thread block each on the GPU) runs the
-    KV-tile loops on its own range from a fresh state, and `attn.merge`
-    combines the partial (m, l, acc) into the running state with the same
-    rescale rule. `split_kv = auto` reads the number of splits from the
-    function's `num_splits` argument; a number is a constant.
+    give the GPU enough parallel work. The KV-tile range of each query tile
+    (from its first loop's lower bound to its last loop's upper bound:
+    [full_lo, hi), or [lo, hi) under a sliding window) is partitioned by
+    `attn.split_range`; a loop over splits (`attn.loop = "kv_splits"`) runs
+    the chain of KV-tile loops on its own range from a fresh state, and
+    `attn.merge` combines the partial (m, l, acc) into the running state with
+    the same rescale rule. On the GPU a split is a thread block, or one of
+    the two pipelines of a block; several splits of a (sequence, KV head)
+    merge in a thread-block cluster where they fit, else through a merge
+    kernel. `split_kv = auto` reads the number of splits from the function's
+    `num_splits` argument; a number is a constant.
 
-    After:
+    After (causal decode, types left out):
     ```mlir
-    %m0, %l0, %acc0 = attn.state_init like %qt : ...
-    %r:3 = scf.for %sp = %c0 to %ns ... iter_args(%m = %m0, %l = %l0, %acc = %acc0) {
-      %slo, %shi = attn.split_range %lo, %hi, %sp, %ns
-      %pm0, %pl0, %pacc0 = attn.state_init like %qt : ...
-      %p:3 = scf.for %j = max(%lo, %slo) to min(%hi, %shi) ... { ... }
-      %m2, %l2, %acc2 = attn.merge %m, %l, %acc, %p#0, %p#1, %p#2 inf_safe : ...
-      scf.yield %m2, %l2, %acc2 : ...
+    %m, %l, %acc = attn.state_init like %q_tile : ...
+    %lo, %full_lo, %full_hi, %hi = attn.classify_tiles ...
+    %state:3 = scf.for %split = %c0 to %num_splits step %c1
+        iter_args(%m_run = %m, %l_run = %l, %acc_run = %acc) -> (...) {
+      %split_lo, %split_hi = attn.split_range %full_lo, %hi, %split, %num_splits
+      %m_split, %l_split, %acc_split = attn.state_init like %q_tile : ...
+      %j_lo_full = arith.maxui %full_lo, %split_lo : index
+      %0 = arith.minui %full_hi, %split_hi : index
+      %j_hi_full = arith.maxui %j_lo_full, %0 : index
+      %state_full:3 = scf.for %j = %j_lo_full to %j_hi_full step %c1
+          iter_args(%m_old = %m_split, %l_old = %l_split, %acc_old = %acc_split) -> (...) { ... }
+      ... %state_partial:3 = scf.for %j = %j_lo_partial to %j_hi_partial ... { ... }
+      %m_merged, %l_merged, %acc_merged = attn.merge %m_run, %l_run, %acc_run,
+          %state_partial#0, %state_partial#1, %state_partial#2 inf_safe : ...
+      scf.yield %m_merged, %l_merged, %acc_merged : ...
     } {attn.loop = "kv_splits"}
     ```
 
-    Invariants after this pass: in decode, every chain of KV-tile loops runs
-    inside a `kv_splits` loop on its split's range and is followed by an
-    `attn.merge`; the splits' ranges are disjoint and cover [lo, hi). Does
-    nothing for prefill or split_kv = 1.
+    Invariants after this pass: in decode with split_kv != 1, every chain of
+    KV-tile loops runs inside a `kv_splits` loop on its split's range and is
+    followed by an `attn.merge`; the splits' ranges are disjoint and cover
+    the query tile's range. Does nothing for prefill or split_kv = 1.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
 }

@@ -26,7 +26,7 @@ def Attn_SpecAttr : Attn_Attr<"Spec", "spec"> {
     `attn.gather_pages` has pages of page_size tokens.
 
     ```mlir
-    func.func @f() attributes {attn.spec = #attn.spec<mode = prefill,
+    func.func private @f() attributes {attn.spec = #attn.spec<mode = prefill,
         head_dim = 128, dtype = bf16, mask = causal, page_size = 16, gqa = 4>}
     ```
   }];
@@ -44,8 +44,10 @@ def Attn_MaskAttr : Attn_Attr<"Mask", "mask"> {
     keys at or past `kv_len` (the tail of the last KV tile).
 
     ```mlir
-    %s2 = attn.mask %s, %q0, %k0, %nq, %nkv mask #attn.mask<sliding_window(256)> tile_q 64 : tensor<?x64xf32>
+    %s_masked = attn.mask %s, %q_start, %kv_start, %q_len, %kv_len mask <sliding_window(256)> tile_q 64 : tensor<?x64xf32>
     ```
+    Inside an op the attribute prints as `<sliding_window(256)>`; the full
+    form `#attn.mask<sliding_window(256)>` parses too.
   }];
   let parameters = (ins "::attn::Mask":$value);
   let hasCustomAssemblyFormat = 1;

@@ -41,7 +41,7 @@ def Attn_StandardAttentionOp : Attn_Op<"standard_attention", [DeclareOpInterface
     `[q_heads, q_len]`.
 
     ```mlir
-    %o, %lse = attn.standard_attention %q, %k, %v scale %scale mask #attn.mask<causal> gqa 4
+    %out, %lse = attn.standard_attention %q, %k, %v scale %scale mask <causal> gqa 4
         : tensor<?x?x128xbf16>, tensor<?x?x128xbf16>, tensor<?x?x128xbf16>, f32
         -> tensor<?x?x128xbf16>, tensor<?x?xf32>
     ```
@@ -198,8 +198,11 @@ def Attn_StateInitOp : Attn_Op<"state_init", [DeclareOpInterfaceMethods<OpAsmOpI
     tile with no visible key does not turn that into `exp(-inf - -inf)`.
 
     ```mlir
-    %m, %l, %acc = attn.state_init like %qt : tensor<?x128xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?x128xf32>
+    %m, %l, %acc = attn.state_init like %q_tile : tensor<?x128xbf16> -> tensor<?xf32>, tensor<?xf32>, tensor<?x128xf32>
     ```
+    Inside `attn-split-kv`'s loop over splits (`attn.loop = "kv_splits"`)
+    the results print as `%m_split, %l_split, %acc_split`: each split's
+    fresh state.
   }];
   let arguments = (ins TileTensor:$like);
   let results = (outs RowTensor:$m, RowTensor:$l, TileTensor:$acc);
@@ -235,7 +238,7 @@ def Attn_MaskOp : Attn_Op<"mask", [AllTypesMatch<["scores", "result"]>]> {
     tiles; fully visible tiles skip it and fully masked tiles are not visited.
 
     ```mlir
-    %s2 = attn.mask %s, %q0, %k0, %nq, %nkv mask #attn.mask<causal> tile_q 128 : tensor<?x64xf32>
+    %s_masked = attn.mask %s, %q_start, %kv_start, %q_len, %kv_len mask <causal> tile_q 128 : tensor<?x64xf32>
     ```
   }];
   let arguments = (ins TileTensor:$scores, Index:$q_start, Index:$kv_start,
@@ -302,7 +305,7 @@ def Attn_AccumulateOp : Attn_Op<"accumulate", [DeclareOpInterfaceMethods<OpAsmOp
   let summary = "l = alpha·l + rowsum(p); acc = alpha·acc + p·V";
   let description = [{
     ```mlir
-    %l2, %acc2 = attn.accumulate %l, %acc, %a, %p, %vt
+    %l_new, %acc_new = attn.accumulate %l_old, %acc_old, %alpha, %p, %v_tile
         : tensor<?xf32>, tensor<?x128xf32>, tensor<?xf32>, tensor<?x64xf32>, tensor<64x128xbf16>
     ```
   }];
@@ -356,7 +359,7 @@ def Attn_MergeOp : Attn_Op<"merge", [DeclareOpInterfaceMethods<OpAsmOpInterface,
     the partial state of each split this way.
 
     ```mlir
-    %m, %l, %acc = attn.merge %ma, %la, %acca, %mb, %lb, %accb inf_safe : tensor<?xf32>, tensor<?x128xf32>
+    %m_merged, %l_merged, %acc_merged = attn.merge %m_run, %l_run, %acc_run, %m_b, %l_b, %acc_b inf_safe : tensor<?xf32>, tensor<?x128xf32>
     ```
   }];
   let arguments = (ins RowTensor:$m_a, RowTensor:$l_a, TileTensor:$acc_a,
@@ -384,7 +387,7 @@ def Attn_ClassifyTilesOp : Attn_Op<"classify_tiles", [DeclareOpInterfaceMethods<
     fully masked and never visited.
 
     ```mlir
-    %lo, %flo, %fhi, %hi = attn.classify_tiles %q0, %nq, %nkv mask #attn.mask<causal> tile_q 128 tile_kv 64
+    %lo, %full_lo, %full_hi, %hi = attn.classify_tiles %q_start, %q_len, %kv_len mask <causal> tile_q 128 tile_kv 64
     ```
   }];
   let arguments = (ins Index:$q_start, Index:$q_len, Index:$kv_len,
@@ -404,7 +407,7 @@ def Attn_SplitRangeOp : Attn_Op<"split_range", [DeclareOpInterfaceMethods<OpAsmO
     by at most one.
 
     ```mlir
-    %s_lo, %s_hi = attn.split_range %lo, %hi, %sp, %nsplits
+    %split_lo, %split_hi = attn.split_range %lo, %hi, %split, %num_splits
     ```
   }];
   let arguments = (ins Index:$lo, Index:$hi, Index:$split, Index:$num_splits);
