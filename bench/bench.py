@@ -492,6 +492,9 @@ def main():
                          (f"no such rows: {', '.join(unknown)}" if unknown else "no rows named") +
                          f" (any of {', '.join(ROW_KINDS)}, comma separated)")
     partial = args.quick or kinds != list(ROW_KINDS) or args.redraw
+    if args.redraw and args.profile:
+        raise SystemExit("--redraw and --profile: give one (a redraw writes the table and chart "
+                         "of a saved run, a profile times nothing and writes nothing)")
     if args.out is None:
         if partial and not args.profile:  # a profile writes nothing
             raise SystemExit("give --out DIR: the default, bench/, holds the published results "
@@ -510,11 +513,13 @@ def main():
             if missing or not isinstance(rows, list):
                 raise ValueError("its meta lacks " + ", ".join(missing) if missing
                                  else "its rows are not a list")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"--redraw {args.redraw}: not a results.json of bench.py ({e})")
+            table = markdown(rows, meta)  # made before anything is written
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            what = f"no {e}" if isinstance(e, KeyError) else str(e)
+            raise SystemExit(f"--redraw {args.redraw}: not a results.json of bench.py ({what})")
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "results.md"), "w") as f:
-            f.write(markdown(rows, meta) + "\n")
+            f.write(table + "\n")
         chart(rows, os.path.join(args.out, "results.png"))
         return
     if torch is None:

@@ -13,7 +13,7 @@ esac
 packages=(
   cmake ninja-build g++ ccache python3 python3-numpy
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
-  catch2 libfmt-dev libzstd-dev
+  catch2 libfmt-dev libzstd-dev zlib1g-dev   # LLVM's static libraries link zstd and zlib
   clang-14 libclang-rt-14-dev   # libFuzzer for the spec-parser fuzz target
   git xz-utils                  # tests/gpu/pack.sh: the commit it packs, the packed attnc
 )
@@ -35,7 +35,8 @@ if ((${#missing[@]})); then
     sudo_cmd=(sudo)
   fi
   "${sudo_cmd[@]}" apt-get update -qq
-  if ! DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"; then
+  # env after sudo: sudo's env_reset would drop a variable set before it.
+  if ! "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; then
     echo "attnc setup: apt-get could not install ${missing[*]}. LLVM/MLIR 22 are not in" \
          "bookworm's main archive on every mirror: add the LLVM project's apt repository for" \
          "bookworm (llvm-toolchain-bookworm-22, see apt.llvm.org) and run this again." >&2

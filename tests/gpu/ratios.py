@@ -14,21 +14,30 @@ import sys
 
 # attnc rows; "[fields]" marks a --variant of the spec.
 PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+B\s+\d+\s+H\s+\d+\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)$")
-DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)\s+(\d+)$")
-SDPA_PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+flash\s+[\d.]+ ms\s+([\d.]+) TFLOP/s\s+cudnn\s+[\d.]+ ms\s+([\d.]+)")
-SDPA_DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+flash\s+[\d.]+ ms\s+([\d.]+) GB/s\s+cudnn\s+[\d.]+ ms\s+([\d.]+)")
+# The split count: a number, "2p" (the two pipelines of a block) or "8c" (a cluster).
+DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)\s+(\d+[pc]?)$")
+# sdpa_anchor.py's rows: the shape, then each backend's time and rate, or "n/a (why)".
+SDPA_PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s")
+SDPA_DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s")
+
+
+def backend_rate(line, name):
+    """A backend's TFLOP/s or GB/s on an sdpa_anchor.py row; nan where it said n/a."""
+    m = re.search(rf"\b{name}\s+[\d.]+ ms\s+([\d.]+) (?:TFLOP|GB)/s", line)
+    return float(m.group(1)) if m else math.nan
 
 
 def rows(bench_lines, sdpa_lines):
     """The prefill and decode rows of a run, each with its anchors and ratios."""
     anchors = {}
     for line in sdpa_lines:
+        rates = (backend_rate(line, "flash"), backend_rate(line, "cudnn"))
         m = SDPA_PREFILL.match(line)
         if m:
-            anchors[("p",) + m.groups()[:3]] = (float(m.group(4)), float(m.group(5)))
+            anchors[("p",) + m.groups()] = rates
         m = SDPA_DECODE.match(line)
         if m:
-            anchors[("d",) + m.groups()[:4]] = (float(m.group(5)), float(m.group(6)))
+            anchors[("d",) + m.groups()] = rates
     nan = (math.nan, math.nan)
     prefill, decode = [], []
     for line in bench_lines:
@@ -45,7 +54,7 @@ def rows(bench_lines, sdpa_lines):
             flash, cudnn = anchors.get(("d", b, hq, hkv, n), nan)
             gbs = float(gbs)
             decode.append(dict(batch=int(b), q_heads=int(hq), kv_heads=int(hkv), kv_len=int(n),
-                               variant=variant or "", splits=int(splits), gbs=gbs, flash=flash,
+                               variant=variant or "", splits=splits, gbs=gbs, flash=flash,
                                cudnn=cudnn, x_flash=gbs / flash, x_cudnn=gbs / cudnn))
     return prefill, decode
 
@@ -65,6 +74,17 @@ def print_tables(prefill, decode):
     for r in decode:
         print(f"| {r['batch']} | {r['q_heads']}/{r['kv_heads']} | {r['kv_len']} |{col(r)} {r['splits']} | "
               f"{r['gbs']:.0f} | {r['flash']:.0f} | {r['cudnn']:.0f} | {r['x_flash']:.2f} | {r['x_cudnn']:.2f} |")
+
+
+def strict(value):
+    """value with every NaN as None: JSON has no NaN (a missing anchor is null)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strict(v) for v in value]
+    return value
 
 
 def read(path):
@@ -99,7 +119,7 @@ def summary(log_dir):
     prefill, decode = rows(read(os.path.join(log_dir, "bench.log")), read(os.path.join(log_dir, "sdpa.log")))
     result["prefill"], result["decode"] = prefill, decode
     with open(os.path.join(log_dir, "results.json"), "w") as f:
-        json.dump(result, f, indent=1)
+        json.dump(strict(result), f, indent=1)
     contract = result["launch_contract"]
     print(result["gpu"])
     print("numerics:", result["numerics"])

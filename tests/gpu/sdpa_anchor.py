@@ -29,9 +29,12 @@ for hd in (64, 128):
             flops = 4 * b * h * n * n * hd * (0.5 if causal else 1.0)
             row = f"hd {hd:3d}  N {n:5d}  {'causal' if causal else 'full':8s}"
             for name, backend in BACKENDS:
-                with sdpa_kernel(backend):
-                    ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
-                row += f"  {name} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s"
+                try:
+                    with sdpa_kernel(backend):
+                        ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                    row += f"  {name} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s"
+                except RuntimeError as e:
+                    row += f"  {name} n/a ({str(e).splitlines()[0][:40]})"
             print(row, flush=True)
             q = k = v = None  # freed before the next shape
 
