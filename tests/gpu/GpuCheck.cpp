@@ -327,8 +327,17 @@ int main(int argc, char **argv) {
   std::string rows = "all";
   // The benchmark's five GQA decode rows, unless --decode-row gives others.
   std::vector<DecodeRow> decodeRows;
+  const char *usage = "usage: attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... "
+                      "[--source FILE]... [--rows prefill|decode|all] [--decode-row B,HQ,HKV,LEN]...] "
+                      "[--spec TEXT]...\n";
+  bool benchFlags = false; // a flag that only --bench takes
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    benchFlags |= a == "--variant" || a == "--source" || a == "--rows" || a == "--decode-row";
+    if (a == "-h" || a == "--help") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
     if (a == "--quick")
       quick = true;
     else if (a == "--jit")
@@ -355,11 +364,14 @@ int main(int argc, char **argv) {
               std::strcmp(argv[i + 1], "all") == 0))
       rows = argv[++i];
     else {
-      std::fprintf(stderr, "usage: attn-gpu-check [--quick] [--jit] [--bench [--variant FIELDS]... "
-                           "[--source FILE]... [--rows prefill|decode|all] [--decode-row B,HQ,HKV,LEN]...] "
-                           "[--spec TEXT]...\n");
+      std::fputs(usage, stderr);
       return 2;
     }
+  }
+  if (benchFlags && !benchOnly) {
+    std::fprintf(stderr, "attn-gpu-check: --variant, --source, --rows and --decode-row shape "
+                         "--bench's timings: give --bench with them\n");
+    return 2;
   }
   Gpu g;
   std::string error;

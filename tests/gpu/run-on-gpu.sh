@@ -2,9 +2,12 @@
 # Runs the GPU checks from the packed portable binaries (tests/gpu/pack.sh) on
 # a machine with a GPU, writing logs to a folder.
 #   tests/gpu/run-on-gpu.sh [--bench | --bench-only] [LOG_DIR]
-#   (LOG_DIR default: $OUT, else ./gpu-logs). The whole run with --bench takes
+#   (LOG_DIR default: $OUT, else gpu-logs/ in the checkout's root; a run first
+#   removes the logs of the steps it runs from it, so that the summary reads
+#   this run's, and keeps the others'). The whole run with --bench takes
 #   7-9 minutes; where one call has less, run the checks (no option) and
-#   --bench-only (step 6 alone) separately.
+#   --bench-only (step 6 alone) into one LOG_DIR separately.
+#   ATTNC_GPU_BIN: the packed binaries (default build-static/pack).
 # 1. attn-gpu-check: every kernel family against the fp64 reference, then the
 #    launch contract (graph capture, refused arguments, the checking mode).
 #    Then the C API's unit tests (attn-capi-tests), whose GPU branch must run.
@@ -32,17 +35,13 @@ for arg in "$@"; do
   case "$arg" in
     --bench) bench=1 ;;
     --bench-only) bench=1; checks=0 ;;
-    -h|--help) echo "$usage"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run-on-gpu: unknown option '$arg' ($usage)" >&2; exit 2 ;;
     *) [ -z "$logs" ] || { echo "$usage (one LOG_DIR: $logs, then $arg)" >&2; exit 2; }
        logs="$arg" ;;
   esac
 done
 logs="${logs:-${OUT:-$root/gpu-logs}}"
-if ! mkdir -p "$logs" || [ ! -w "$logs" ]; then
-  echo "cannot write the log folder $logs" >&2
-  exit 2
-fi
 pack="${ATTNC_GPU_BIN:-$root/build-static/pack}"
 check="$pack/attn-gpu-check"
 [ -x "$check" ] || { echo "no $check: run tests/gpu/pack.sh on the build machine" >&2; exit 2; }
@@ -51,6 +50,16 @@ if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   echo "run-on-gpu: no GPU here (nvidia-smi lists none): run this on a machine with one" >&2
   exit 2
 fi
+if ! mkdir -p "$logs" || [ ! -w "$logs" ]; then
+  echo "cannot write the log folder $logs" >&2
+  exit 2
+fi
+# The logs of the steps this run takes, from an earlier run into the same folder.
+stale=(results.json)
+[ $checks = 1 ] && stale+=(gpu-check.log capi-tests.log jit.log attnc-run.log memcheck.log
+                           racecheck.log watchdog.log examples.log)
+[ $bench = 1 ] && stale+=(bench.log sdpa.log bench-py.log bench-py)
+for old in "${stale[@]}"; do rm -rf "${logs:?}/$old"; done
 attnc="$pack/attnc"
 if [ ! -x "$attnc" ] && [ -f "$pack/attnc.xz" ]; then
   unpacked=$(mktemp -d)
