@@ -59,6 +59,23 @@ except ImportError as missing:
     torch = None
     MISSING = missing
 
+def experiment_start(doc):
+    """The start of a script of bench/experiments/: --help prints its `doc`; it takes
+    no arguments, and needs torch, triton and a GPU, as bench.py's timing does."""
+    args = sys.argv[1:]
+    if args and args[0] in ("-h", "--help"):
+        print(doc.strip())
+        raise SystemExit(0)
+    if args:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: no arguments ({' '.join(args)}); "
+                         "--help says what it runs")
+    if torch is None:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])} needs torch and triton ({MISSING})")
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{os.path.basename(sys.argv[0])} needs a CUDA GPU "
+                         "(torch.cuda.is_available() is False)")
+
+
 ANCHORS = ("flash", "cudnn", "flex")
 ROW_KINDS = ("prefill", "decode", "memory")  # --rows
 # Each series' legend name and colour, the same in both panels of the chart.

@@ -316,8 +316,10 @@ int main(int argc, char **argv) {
     else if (std::string(argv[i]) == "--only" && i + 1 < argc && !only)
       only = argv[++i];
     else {
-      printf("usage: kv_stream [--flush] [--only TEXT]  (TEXT: run the variants whose name holds it)\n");
-      return 2;
+      const bool help = std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help";
+      fprintf(help ? stdout : stderr,
+              "usage: kv_stream [--flush] [--only TEXT]  (TEXT: run the variants whose name holds it)\n");
+      return help ? 0 : 2;
     }
   }
   EncodeFn enc = nullptr;

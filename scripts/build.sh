@@ -16,7 +16,9 @@ case "${1:-}" in
 esac
 for arg in "$@"; do
   case "$arg" in
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --static) echo "attnc build: --static comes first ($usage)" >&2; exit 2 ;;
+    --verbose|--quiet) ;; # ninja's own
     --*) echo "attnc build: unknown option '$arg' ($usage)" >&2; exit 2 ;;
   esac
 done

@@ -15,9 +15,14 @@ Every output is checked against SDPA's first.
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import bench
-import serving
-from bench import torch, F, SDPBackend
-bench.REPEAT = int(os.environ.get("REPEAT", "3"))
+bench.experiment_start(__doc__)
+import serving  # noqa: E402
+from bench import torch, F, SDPBackend  # noqa: E402
+try:
+    bench.REPEAT = int(os.environ.get("REPEAT", "3"))
+    assert bench.REPEAT >= 1
+except (ValueError, AssertionError):
+    raise SystemExit(f"decode_pools.py: REPEAT={os.environ['REPEAT']!r}: expected a count >= 1")
 
 
 def laid_out(d, perm, slots, layout):

@@ -10,7 +10,8 @@ Every attnc output is checked against SDPA's before anything is timed.
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import bench
-from bench import torch
+bench.experiment_start(__doc__)
+from bench import torch  # noqa: E402
 bench.REPEAT = 3
 gen = torch.Generator(device="cpu").manual_seed(1)
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096), (8, 64, 8, 32768)):

@@ -11,8 +11,9 @@ Every attnc output is checked against SDPA's before anything is timed.
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import bench
-import serving
-from bench import torch
+bench.experiment_start(__doc__)
+import serving  # noqa: E402
+from bench import torch  # noqa: E402
 bench.REPEAT = 3
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), (128, 32, 8, 4096), (8, 64, 8, 32768)):
     d = bench.decode_inputs(b, hq, hkv, n)

@@ -12,6 +12,10 @@
 
 set -euo pipefail
 
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '4,9p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 secs="${1:-20}"
 if ! [[ "$secs" =~ ^[0-9]+$ ]] || [[ "$secs" -lt 1 ]]; then
   echo "usage: $0 [SECONDS]  (SECONDS a positive integer, default 20)" >&2

@@ -88,7 +88,11 @@ def strict(value):
 
 
 def read(path):
-    return open(path).read().splitlines() if os.path.exists(path) else []
+    """A log's lines ([] if there is none); bytes that are not UTF-8 read as U+FFFD."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
 
 
 LOGS = ("gpu-check.log", "capi-tests.log", "jit.log", "memcheck.log", "racecheck.log", "bench.log",
