@@ -21,6 +21,21 @@ if not torch.cuda.is_available():
 
 BACKENDS = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
 
+
+def timed(call, amount, unit):
+    """Each backend's part of a row: its time and `amount` per ms in `unit`, or
+    "n/a (why)" where it cannot run the shape."""
+    row = ""
+    for name, backend in BACKENDS:
+        try:
+            with sdpa_kernel(backend):
+                ms = do_bench(call)
+            row += f"  {name} {ms:8.3f} ms {amount / ms:7.1f} {unit}"
+        except RuntimeError as e:
+            row += f"  {name} n/a ({str(e).splitlines()[0][:40]})"
+    return row
+
+
 for hd in (64, 128):
     for causal in (False, True):
         for n in (1024, 4096, 16384):
@@ -28,13 +43,8 @@ for hd in (64, 128):
             q, k, v = (torch.randn(b, h, n, hd, device="cuda", dtype=torch.bfloat16) for _ in range(3))
             flops = 4 * b * h * n * n * hd * (0.5 if causal else 1.0)
             row = f"hd {hd:3d}  N {n:5d}  {'causal' if causal else 'full':8s}"
-            for name, backend in BACKENDS:
-                try:
-                    with sdpa_kernel(backend):
-                        ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
-                    row += f"  {name} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s"
-                except RuntimeError as e:
-                    row += f"  {name} n/a ({str(e).splitlines()[0][:40]})"
+            row += timed(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                         flops / 1e9, "TFLOP/s")
             print(row, flush=True)
             q = k = v = None  # freed before the next shape
 
@@ -45,12 +55,7 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
     k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     nbytes = 2 * k.numel() * k.element_size()
     row = f"B {b:3d}  heads {hq:2d}/{hkv}  kv {n:5d}"
-    for name, backend in BACKENDS:
-        try:
-            with sdpa_kernel(backend):
-                ms = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True))
-            row += f"  {name} {ms:8.3f} ms {nbytes / ms / 1e6:7.1f} GB/s"
-        except RuntimeError as e:
-            row += f"  {name} n/a ({str(e).splitlines()[0][:40]})"
+    row += timed(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                 nbytes / 1e6, "GB/s")
     print(row, flush=True)
     q = k = v = None  # freed before the next shape
