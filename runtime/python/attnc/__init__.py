@@ -730,9 +730,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
                              "is a torch tensor)")
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
               "u8": torch.uint8}[dtype_name]
-        t = torch.empty(shape, dtype=dt, device=q.device)
-        keep.append(t)
-        return t
+        return torch.empty(shape, dtype=dt, device=q.device)  # kept below, as a given one
 
     if out is None:
         out = alloc((total_q, hq, d), qv.dtype, "out")
