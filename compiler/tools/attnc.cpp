@@ -52,7 +52,9 @@ static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list | clear")
 static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: textbook "
                                             "attention vs the generated kernel");
 static cl::SubCommand aotCmd("aot", "Compile a file of specs for a list of architectures into a "
-                                    "bundle an application links (no NVRTC at run time)");
+                                    "bundle an application links (no NVRTC at run time); tiles a "
+                                    "line leaves open take the built-in defaults, not the tuning "
+                                    "table");
 static cl::SubCommand tuneCmd("tune", "Time a spec's candidate tile sizes and pipeline depths on "
                                       "the GPU and record the fastest as the defaults for specs "
                                       "like it");
@@ -604,8 +606,12 @@ int main(int argc, char **argv) {
 #ifdef ATTNC_HAVE_NVRTC
   // Tile sizes `attnc tune` recorded on this machine become the defaults of
   // the specs they were measured for (tune itself measures the built-ins).
-  // A table that cannot be read is said once, on stderr, and ignored.
-  if (!tuneCmd)
+  // A table that cannot be read is said once, on stderr, and ignored. Not
+  // for tune (it measures the built-in defaults) nor for aot: a bundle is
+  // looked up by the canonical spec an application derives, and
+  // attn::attention derives the built-in tiles, not this machine's tuned ones
+  // (a line that wants tuned tiles gives them).
+  if (!tuneCmd && !aotCmd)
     attn::TuningTable::installDefault();
 #endif
   const int status = runCommand();

@@ -118,9 +118,12 @@ std::string validateSizes(const Spec &spec, const AttentionArgs &a, int splits,
   if (spec.mode == Mode::Decode) {
     if (splits < 1 || splits > kMaxSplitKV)
       return "num_splits = " + str(splits) + " must be in 1.." + str(kMaxSplitKV);
-    if (!without_workspace && workspaceBytes(spec, a, splits) == SIZE_MAX)
+    // A size past int64 would read negative where it is returned as one
+    // (attn::attentionWorkspaceBytes, the launch's messages).
+    if (!without_workspace &&
+        workspaceBytes(spec, a, splits) > size_t(std::numeric_limits<int64_t>::max()))
       return str(splits) + " KV splits of total_q = " + str(a.total_q) +
-             " queries would need a workspace of more than 2^64 bytes";
+             " queries would need a workspace of 2^63 bytes or more";
   } else if (a.num_splits > 1) {
     return "num_splits = " + str(a.num_splits) + ": prefill kernels do not split the KV range";
   }

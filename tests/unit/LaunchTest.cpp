@@ -8,6 +8,8 @@
 
 #include "attnc/Kernel.h"
 
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 using namespace attn;
@@ -88,7 +90,16 @@ TEST_CASE("a workspace too large to count is refused, not counted as none", "[la
   a.num_splits = 1024;
   CHECK(workspaceBytes(s, a, 1024) == SIZE_MAX);
   CHECK(validateArgs(s, a, 1024) == "1024 KV splits of total_q = 2147483647 queries would need a "
-                                    "workspace of more than 2^64 bytes");
+                                    "workspace of 2^63 bytes or more");
+  // Between 2^63 and 2^64 bytes the count fits a size_t but not the int64 a
+  // workspace size is returned as: refused too. 8192 heads: 9.3e18 bytes.
+  a.num_kv_heads = 2048;
+  a.num_q_heads = 4 * 2048;
+  const size_t bytes = workspaceBytes(s, a, 1024);
+  CHECK(bytes != SIZE_MAX);
+  CHECK(bytes > size_t(std::numeric_limits<int64_t>::max()));
+  CHECK(validateArgs(s, a, 1024) == "1024 KV splits of total_q = 2147483647 queries would need a "
+                                    "workspace of 2^63 bytes or more");
 }
 
 TEST_CASE("good arguments pass the launch checks", "[launch]") {

@@ -36,8 +36,9 @@ public:
   static std::unique_ptr<Runtime> create(std::string &error, const std::string &cacheDir = "");
 
   /// The kernel of `spec`: from a linked AOT bundle built for this GPU's
-  /// architecture, else the kernel cache, else NVRTC. The spec's target must
-  /// not be newer than the GPU (sm_90a needs compute capability 9.0); the
+  /// architecture, else the kernel cache, else NVRTC. An sm_90a spec runs on
+  /// compute capability 9.x only (wgmma and the cluster merge are sm_90a's
+  /// own), an sm_80 one on any GPU from 8.0; the
   /// cubin is built for the GPU's own architecture and loaded into
   /// context(), which must be current on the thread that launches it.
   KernelLookup kernel(const Spec &spec);

@@ -10,9 +10,13 @@
  * shorter struct and new fields read as 0. Every function that can fail
  * returns an attnc_status (the version queries, attnc_last_error and the
  * destroy/release functions cannot); on failure attnc_last_error() gives
- * one line naming the problem (thread-local, valid until the thread's next
- * attnc call).
- * Nothing is launched when a call fails.
+ * a line naming the problem (thread-local, valid until the thread's next
+ * attnc call; a kernel NVRTC could not compile adds the compiler's log on
+ * the lines after it).
+ * A call that fails its checks launches nothing. The one exception is a
+ * split-KV decode whose merge kernel fails to launch after its main kernel
+ * did: ATTNC_ERROR_LAUNCH, with the main kernel enqueued and the output
+ * not written (a launch failure usually means the context is unusable).
  *
  * Device memory is given as CUdeviceptr values (uint64_t); layouts are the
  * packed ones of templates/attn/params.cuh: q and o [total_q, num_q_heads,
@@ -123,9 +127,11 @@ ATTNC_API void attnc_runtime_destroy(attnc_runtime *runtime);
 /** The GPU's architecture ("sm_90a", "sm_80", "sm_86", ...) into `out`. */
 ATTNC_API attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t out_size);
 
-/** The kernel of a spec: from memory, the disk cache or NVRTC. A spec
- *  without a target gets the GPU's. The kernel stays valid until released
- *  (the runtime keeps its own reference while it lives). */
+/** The kernel of a spec: from an AOT bundle linked into the process (built
+ *  for this GPU), else memory, the disk cache or NVRTC (the C API has no
+ *  AOT-only mode: attn::Runtime::setAotOnly is C++). A spec without a target
+ *  gets the GPU's. The kernel stays valid until released (the runtime keeps
+ *  its own reference while it lives). */
 ATTNC_API attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec,
                                         attnc_kernel **out);
 ATTNC_API void attnc_kernel_release(attnc_kernel *kernel);
