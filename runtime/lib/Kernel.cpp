@@ -99,8 +99,8 @@ std::string validateSizes(const Spec &spec, const AttentionArgs &a, int splits,
            str(spec.gqa * a.num_kv_heads);
   if (a.num_q_heads > kGridLimit)
     return "num_q_heads = " + str(a.num_q_heads) + " is over the grid limit of " + str(kGridLimit);
-  if (a.total_q < 0 || a.max_q_len < 0 || a.max_kv_len < 0)
-    return "total_q, max_q_len and max_kv_len must be >= 0";
+  if (a.total_q < 0 || a.total_kv < 0 || a.max_q_len < 0 || a.max_kv_len < 0)
+    return "total_q, total_kv, max_q_len and max_kv_len must be >= 0";
   // The offsets are int32: no total past them.
   if (a.total_q > kInt32Max || a.total_kv > kInt32Max)
     return "total_q = " + str(a.total_q) + ", total_kv = " + str(a.total_kv) +

@@ -102,6 +102,14 @@ TEST_CASE("a workspace too large to count is refused, not counted as none", "[la
                                     "workspace of 2^63 bytes or more");
 }
 
+TEST_CASE("negative totals and lengths are named", "[launch]") {
+  AttentionArgs c = pagedDecode();
+  c.cu_seqlens_k = 0x90000;
+  c.total_kv = -5; // not "max_kv_len = ... is more than total_kv = -5"
+  CHECK(check(spec("gqa=4,head_dim=64"), c) ==
+        "total_q, total_kv, max_q_len and max_kv_len must be >= 0");
+}
+
 TEST_CASE("good arguments pass the launch checks", "[launch]") {
   const Spec s = spec("mode=decode,page_size=16,gqa=4,split_kv=1,return_lse=true");
   CHECK(check(s, pagedDecode()) == "");
