@@ -298,35 +298,6 @@ CacheLookup KernelCache::get(const std::string &source, const std::string &prefi
   return r;
 }
 
-std::vector<CacheEntry> KernelCache::list() const {
-  std::vector<CacheEntry> entries;
-  DIR *d = opendir(dir_.c_str());
-  if (!d)
-    return entries;
-  while (dirent *e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n.size() > 6 && n.compare(n.size() - 6, 6, ".cubin") == 0 && n[0] != '.') {
-      // Only what attnc wrote: a regular file that starts with the entry's
-      // magic line (a folder pointed at a bundle's or anyone's cubins lists
-      // none of them, and clear removes none).
-      const std::string file = dir_ + "/" + n;
-      struct stat st;
-      if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-        continue;
-      const std::string want = std::string(kMagic) + "\n";
-      std::string first(want.size(), '\0');
-      std::ifstream in(file, std::ios::binary);
-      if (!in.read(first.data(), static_cast<std::streamsize>(first.size())) || first != want)
-        continue;
-      entries.push_back({n, static_cast<long long>(st.st_size)});
-    }
-  }
-  closedir(d);
-  std::sort(entries.begin(), entries.end(),
-            [](const CacheEntry &a, const CacheEntry &b) { return a.file < b.file; });
-  return entries;
-}
-
 namespace {
 /// "<prefix>-<arch>-<32 hex digits>": a name KernelCache::key makes.
 bool looksLikeKey(const std::string &s) {
@@ -339,7 +310,39 @@ bool looksLikeKey(const std::string &s) {
 bool endsWith(const std::string &s, const std::string &tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
+
+/// Whether `file` starts with an entry's magic line: what attnc wrote.
+bool writtenByAttnc(const std::string &file) {
+  const std::string want = std::string(kMagic) + "\n";
+  std::string first(want.size(), '\0');
+  std::ifstream in(file, std::ios::binary);
+  return in.read(first.data(), static_cast<std::streamsize>(first.size())) && first == want;
+}
 } // namespace
+
+std::vector<CacheEntry> KernelCache::list() const {
+  std::vector<CacheEntry> entries;
+  DIR *d = opendir(dir_.c_str());
+  if (!d)
+    return entries;
+  while (dirent *e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n[0] != '.' && endsWith(n, ".cubin")) {
+      // Only what attnc wrote: a regular file that starts with the entry's
+      // magic line (a folder pointed at a bundle's or anyone's cubins lists
+      // none of them, and clear removes none).
+      const std::string file = dir_ + "/" + n;
+      struct stat st;
+      if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !writtenByAttnc(file))
+        continue;
+      entries.push_back({n, static_cast<long long>(st.st_size)});
+    }
+  }
+  closedir(d);
+  std::sort(entries.begin(), entries.end(),
+            [](const CacheEntry &a, const CacheEntry &b) { return a.file < b.file; });
+  return entries;
+}
 
 int KernelCache::clear() {
   int removed = 0;
@@ -368,10 +371,7 @@ int KernelCache::clear() {
       const long pid = std::strtol(n.c_str() + tmp + 5, nullptr, 10);
       if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH))
         continue; // a writer that may still be writing
-      const std::string want = std::string(kMagic) + "\n";
-      std::string first(want.size(), '\0');
-      std::ifstream in(file, std::ios::binary);
-      if (in.read(first.data(), static_cast<std::streamsize>(first.size())) && first == want)
+      if (writtenByAttnc(file))
         leftovers.push_back(file);
     }
     closedir(d);
