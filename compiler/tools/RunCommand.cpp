@@ -442,21 +442,19 @@ int verdict(const Spec &spec, const harness::Errors &errors, double runSeconds, 
 /// The verdict, then --out and --lse (the last sequence's outputs) only when
 /// the run passed it: a failed run writes nothing; "OK" once they are written.
 template <typename T>
-int finish(const Spec &spec, const RunOptions &o, const harness::Batch<T> &batch,
-           const harness::Errors &errors, double runSeconds, bool maxAbsBound, double bound,
-           const std::vector<T> &out, const std::vector<T> &lse) {
-  const int rc = verdict(spec, errors, runSeconds, maxAbsBound, bound);
-  if (rc == 0 && o.out.empty() && o.lse.empty())
-    llvm::outs() << "OK\n";
-  if (o.out.empty() && o.lse.empty())
-    return rc;
-  if (rc != 0) {
-    llvm::outs().flush(); // the verdict first, where both go to one place
-    llvm::errs() << "attnc run: nothing written to --out / --lse: the run failed its check\n";
+int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::Errors &errors,
+           double runSeconds, bool maxAbsBound, double bound, const std::vector<T> &out,
+           const std::vector<T> &lse) {
+  const bool saving = !o.out.empty() || !o.lse.empty();
+  if (const int rc = verdict(batch.spec, errors, runSeconds, maxAbsBound, bound); rc != 0) {
+    if (saving) {
+      llvm::outs().flush(); // the verdict first, where both go to one place
+      llvm::errs() << "attnc run: nothing written to --out / --lse: the run failed its check\n";
+    }
     return rc;
   }
   std::string error;
-  if (!saveOutputs(o, batch, batch.sequences.size() - 1, out, lse, error))
+  if (saving && !saveOutputs(o, batch, batch.sequences.size() - 1, out, lse, error))
     return fail(error);
   llvm::outs() << "OK\n";
   return 0;
@@ -509,7 +507,7 @@ int runTyped(const Spec &spec, const RunOptions &o) {
     lastLse = std::move(lse);
   }
   const bool f64 = std::is_same_v<T, double>;
-  return finish(spec, o, batch, errors, runSeconds, f64, f64 ? 1e-8 : 1e-5, lastOut, lastLse);
+  return finish(o, batch, errors, runSeconds, f64, f64 ? 1e-8 : 1e-5, lastOut, lastLse);
 }
 
 #ifdef ATTNC_HAVE_NVRTC
@@ -581,7 +579,7 @@ int runGpu(const RunOptions &o) {
     harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors,
                      sample.empty() ? nullptr : &sample);
   }
-  return finish(spec, o, batch, errors, runSeconds, false, 1e-2, outs.back().out, outs.back().lse);
+  return finish(o, batch, errors, runSeconds, false, 1e-2, outs.back().out, outs.back().lse);
 }
 #endif
 
