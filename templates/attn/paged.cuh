@@ -5,8 +5,10 @@
 // paged sequence lives in page block_table[t / page_size] at slot
 // t % page_size. A token past kv_len, or a table entry outside
 // [0, num_pages), has no slot (-1), and the tile loads read such a row as
-// zeros: the kernel never reads outside the cache, whatever the table holds
-// (the runtime's checking mode reports such entries as errors).
+// zeros; a length past the tokens of the sequence's table row is read as
+// the row's (pagedLength): the kernel reads neither outside the cache nor
+// past the row, whatever the table and the lengths hold (the runtime's
+// checking mode reports such entries and lengths as errors).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,14 @@
 
 namespace attn {
 namespace kernel {
+
+/// Sequence b's length as the paged kernels read it: seq_lens_k[b] within 0
+/// and the tokens its block-table row can hold (row_entries pages), so that
+/// no length makes lookup() read the table past the row.
+ATTN_DEVICE int pagedLength(int given, long long row_entries, int page_size) {
+  const long long row_tokens = row_entries * page_size;
+  return given < 0 ? 0 : given > row_tokens ? static_cast<int>(row_tokens) : given;
+}
 
 /// One sequence's keys and values, which share one layout: K and V rows of
 /// a token sit at the same element offset from `k` and `v`. kPageSize = 0:

@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -275,6 +276,38 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
       report(std::string(text) + ": checking mode finds a page outside the cache",
              found.find("block_table[0][0]") != std::string::npos && ran, found);
       g.cu->cuMemcpyHtoD(dev->args.block_table, table.data(), table.size() * 4);
+
+      // A length past max_kv_len (the last sequence's, the table's last row):
+      // reported by the checking mode; the kernel, run anyway, reads it as
+      // the tokens of the sequence's table row, never the table past that
+      // row (memcheck), so it gives what that length gives.
+      const int last = dev->args.batch - 1;
+      std::vector<int32_t> lens(size_t(dev->args.batch));
+      g.cu->cuMemcpyDtoH(lens.data(), dev->args.seq_lens_k, lens.size() * 4);
+      auto runWithLast = [&](int32_t length, std::string &checked) {
+        std::vector<int32_t> changed = lens;
+        changed[size_t(last)] = length;
+        g.cu->cuMemcpyHtoD(dev->args.seq_lens_k, changed.data(), changed.size() * 4);
+        checked = k.kernel->checkDeviceArguments(dev->args, g.stream);
+        g.cu->cuMemsetD8(dev->args.o, 0xff, outBytes);
+        const bool done = k.kernel->launch(dev->args, g.stream, error) && sync(g, text) == CUDA_SUCCESS;
+        return done ? readBack(g.cu, dev->args.o, outBytes) : std::vector<char>();
+      };
+      const int64_t rowTokens = dev->args.block_table_stride * spec.page_size;
+      std::string atRow, past;
+      const std::vector<char> expected =
+          runWithLast(static_cast<int32_t>(std::min<int64_t>(rowTokens, INT32_MAX)), atRow);
+      const std::vector<char> got = runWithLast(INT32_MAX, past);
+      g.cu->cuMemcpyHtoD(dev->args.seq_lens_k, lens.data(), lens.size() * 4);
+      const std::string named = "seq_lens_k[" + std::to_string(last) + "] = " + std::to_string(INT32_MAX);
+      std::string why;
+      if (past.find(named) == std::string::npos)
+        why = "the checking mode said '" + past + "'";
+      else if (expected.empty() || got.empty())
+        why = error;
+      else if (got != expected)
+        why = "the output differs from the row's length's";
+      report(std::string(text) + ": a length past the table row reads the row", why.empty(), why);
     }
   }
   return failures;

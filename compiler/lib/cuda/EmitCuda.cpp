@@ -218,7 +218,8 @@ namespace emit {
 void printKVCache(std::ostringstream &o, bool paged) {
   if (paged)
     o << "  // attn-page-kv: this sequence's keys and values, through its block table.\n"
-      << "  const i64 kv_len = reinterpret_cast<const int *>(p.seq_lens_k)[seq];\n"
+      << "  const i64 kv_len = pagedLength(reinterpret_cast<const int *>(p.seq_lens_k)[seq],\n"
+      << "                                  p.block_table_stride, Cfg::kPageSize);\n"
       << "  const int *table = reinterpret_cast<const int *>(p.block_table) + seq * p.block_table_stride;\n"
       << "  using Cache = KVCache<Elem, Cfg::kPageSize, Cfg::kHeadDim>;\n"
       << "  const Cache kv = {reinterpret_cast<const Elem *>(p.k), reinterpret_cast<const Elem *>(p.v), table,\n"

@@ -6,8 +6,8 @@
 // synchronises, so launches can be captured in a CUDA graph. What only
 // device memory can show (sequence offsets, block-table entries) is checked
 // by `checkDeviceArguments`, an opt-in mode that copies those arrays back.
-// Whatever a block table holds, the kernel itself never reads outside the
-// KV cache (attn/paged.cuh).
+// Whatever a block table and the paged lengths hold, the kernel itself never
+// reads outside the KV cache nor past a sequence's table row (attn/paged.cuh).
 //
 // Layouts are the packed ones of templates/attn/params.cuh.
 //
