@@ -18,6 +18,7 @@
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
 #include "Commands.h"
+#include "OutputErrors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -568,6 +569,7 @@ static int runCommand() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  attn::cli::installOutputErrorHandler("attnc"); // (`--help` and `--version` exit in the parser)
   cl::HideUnrelatedOptions(attncCategory);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "attnc " << ATTNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
