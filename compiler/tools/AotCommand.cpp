@@ -83,9 +83,9 @@ bool writeFile(const std::string &path, const std::string &bytes, std::string &e
 }
 
 /// Whether `dir` is a folder `attnc aot` wrote (its manifest's first line is
-/// ours, and it holds nothing but manifest.txt, bundle.cpp and cubins/) or an
-/// empty one (as a build system makes for its outputs). Only such a folder is
-/// replaced by --force; anything else is the user's.
+/// ours, and it holds nothing but manifest.txt, bundle.cpp and cubins/ of
+/// .cubin files) or an empty one (as a build system makes for its outputs).
+/// Only such a folder is replaced by --force; anything else is the user's.
 bool isBundleFolder(const std::string &dir, std::string &why) {
   if (!llvm::sys::fs::is_directory(dir)) {
     why = "it is not a folder";
@@ -112,6 +112,25 @@ bool isBundleFolder(const std::string &dir, std::string &why) {
   }
   if (ec) {
     why = "it cannot be listed (" + ec.message() + ")";
+    return false;
+  }
+  // cubins/ holds the kernels' .cubin files and nothing else.
+  const std::string cubins = dir + "/cubins";
+  if (!llvm::sys::fs::exists(cubins))
+    return true;
+  if (!llvm::sys::fs::is_directory(cubins)) {
+    why = "its cubins is not a folder";
+    return false;
+  }
+  for (llvm::sys::fs::directory_iterator it(cubins, ec), end; it != end && !ec; it.increment(ec)) {
+    const std::string name = llvm::sys::path::filename(it->path()).str();
+    if (!llvm::StringRef(name).ends_with(".cubin") || !llvm::sys::fs::is_regular_file(it->path())) {
+      why = "its cubins/ holds " + name + ", which attnc aot does not write";
+      return false;
+    }
+  }
+  if (ec) {
+    why = "its cubins/ cannot be listed (" + ec.message() + ")";
     return false;
   }
   return true;
