@@ -446,22 +446,30 @@ static int runCache() {
     llvm::errs() << "attnc cache: " << dir << " is not a folder (set ATTNC_CACHE_DIR to one)\n";
     return 1;
   }
-  attn::KernelCache cache; // says on stderr, once, when its folder cannot be written
+  // The folder is read (and cleared) as it is: no cache is made of it, so
+  // nothing is created and no warning about writing kernels there is said.
+  std::string error;
   if (cacheAction == "clear") {
-    int removed = cache.clear();
-    llvm::outs() << "removed " << attn::cli::counted(removed, "kernel") << " from "
-                 << cache.directory() << "\n";
+    const int removed = attn::KernelCache::clear(dir, &error);
+    llvm::outs() << "removed " << attn::cli::counted(removed, "kernel") << " from " << dir << "\n";
+    if (!error.empty()) {
+      llvm::errs() << "attnc cache clear: " << error << "\n";
+      return 1;
+    }
     return 0;
   }
   long long total = 0;
-  auto entries = cache.list();
+  auto entries = attn::KernelCache::list(dir, &error);
+  if (!error.empty()) {
+    llvm::errs() << "attnc cache list: " << error << "\n";
+    return 1;
+  }
   for (const attn::CacheEntry &e : entries) {
     llvm::outs() << llvm::format("%10lld  ", e.bytes) << e.file << "\n";
     total += e.bytes;
   }
   llvm::outs() << attn::cli::counted(int64_t(entries.size()), "kernel") << ", " << total
-               << " bytes in " << cache.directory()
-               << "\n";
+               << " bytes in " << dir << "\n";
   return 0;
 #endif
 }

@@ -320,18 +320,21 @@ bool writtenByAttnc(const std::string &file) {
 }
 } // namespace
 
-std::vector<CacheEntry> KernelCache::list() const {
+std::vector<CacheEntry> KernelCache::list(const std::string &dir, std::string *error) {
   std::vector<CacheEntry> entries;
-  DIR *d = opendir(dir_.c_str());
-  if (!d)
+  DIR *d = opendir(dir.c_str());
+  if (!d) {
+    if (error)
+      *error = dir + " cannot be read: " + std::strerror(errno);
     return entries;
+  }
   while (dirent *e = readdir(d)) {
     std::string n = e->d_name;
     if (n[0] != '.' && endsWith(n, ".cubin")) {
       // Only what attnc wrote: a regular file that starts with the entry's
       // magic line (a folder pointed at a bundle's or anyone's cubins lists
       // none of them, and clear removes none).
-      const std::string file = dir_ + "/" + n;
+      const std::string file = dir + "/" + n;
       struct stat st;
       if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !writtenByAttnc(file))
         continue;
@@ -344,19 +347,33 @@ std::vector<CacheEntry> KernelCache::list() const {
   return entries;
 }
 
-int KernelCache::clear() {
+int KernelCache::clear(std::string *error) {
+  const int removed = clear(dir_, error);
+  memory_.clear();
+  return removed;
+}
+
+int KernelCache::clear(const std::string &dir, std::string *error) {
+  const std::vector<CacheEntry> entries = list(dir, error);
   int removed = 0;
-  for (const CacheEntry &e : list())
-    if (std::remove((dir_ + "/" + e.file).c_str()) == 0)
+  std::string firstFailure;
+  for (const CacheEntry &e : entries) {
+    if (std::remove((dir + "/" + e.file).c_str()) == 0)
       ++removed;
+    else if (firstFailure.empty())
+      firstFailure = e.file + ": " + std::strerror(errno);
+  }
+  if (error && removed < static_cast<int>(entries.size()))
+    *error = std::to_string(entries.size() - removed) + " of " + std::to_string(entries.size()) +
+             " entries could not be removed (" + firstFailure + ")";
   // What entries leave behind: the lock files of every entry ever compiled
   // here (empty, "<key>.cubin.lock"), and the temporary files of writers that
   // died before their rename (".<key>.tmp.<pid>.<thread>", attnc's magic
   // line first, their process gone). Nothing else in the folder is touched.
-  if (DIR *d = opendir(dir_.c_str())) {
+  if (DIR *d = opendir(dir.c_str())) {
     std::vector<std::string> leftovers;
     while (dirent *e = readdir(d)) {
-      const std::string n = e->d_name, file = dir_ + "/" + n;
+      const std::string n = e->d_name, file = dir + "/" + n;
       struct stat st;
       if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
         continue;
@@ -378,7 +395,6 @@ int KernelCache::clear() {
     for (const std::string &file : leftovers)
       std::remove(file.c_str());
   }
-  memory_.clear();
   return removed;
 }
 

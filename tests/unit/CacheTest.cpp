@@ -310,6 +310,13 @@ TEST_CASE("clear empties the cache", "[cache]") {
   CHECK(exists("other.cubin.lock"));
   CHECK(exists("." + key + ".tmp.999999999.8"));
   CHECK(cache.get(probeSource(), "probe", sm90()).source == CacheSource::Compiled);
+  // A folder that cannot be read is said, not listed as holding nothing.
+  std::string error;
+  CHECK(KernelCache::list(dir.path + "/missing", &error).empty());
+  CHECK(error == dir.path + "/missing cannot be read: No such file or directory");
+  error.clear();
+  CHECK(KernelCache::clear(dir.path, &error) == 1);
+  CHECK(error.empty());
 }
 
 TEST_CASE("a compile error is reported and not remembered", "[cache]") {

@@ -68,9 +68,17 @@ public:
   static std::string key(const std::string &source, const std::string &prefix,
                          const CudaCompileOptions &options, uint64_t templates);
 
-  std::vector<CacheEntry> list() const;
-  /// Removes every entry; returns how many.
-  int clear();
+  /// The entries attnc wrote in the cache folder `dir`, by name (`attnc cache
+  /// list` reads a folder without making a cache of it). A folder that
+  /// cannot be read is said in `error`.
+  static std::vector<CacheEntry> list(const std::string &dir, std::string *error = nullptr);
+  std::vector<CacheEntry> list() const { return list(dir_); }
+  /// Removes every entry of `dir`, and the files entries leave behind;
+  /// returns how many entries went. Entries that could not be removed are
+  /// said in `error` (how many, the first one's name and why).
+  static int clear(const std::string &dir, std::string *error = nullptr);
+  /// The same for this cache's folder; its memory is emptied too.
+  int clear(std::string *error = nullptr);
 
   const std::string &directory() const { return dir_; }
   /// False when the directory cannot be written (memory only).
