@@ -72,6 +72,91 @@ static LogicalResult matchesSpec(Operation *op, Value value, StringRef what, con
   return success();
 }
 
+/// Whether dimension `dim` of `value`'s ranked tensor type is `want` or
+/// dynamic (a size the IR leaves to run time says nothing against the spec).
+static bool dimAgrees(Value value, unsigned dim, int64_t want) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return !type || type.getRank() <= dim || ShapedType::isDynamic(type.getDimSize(dim)) ||
+         type.getDimSize(dim) == want;
+}
+
+/// The tile-level ops carry the sizes the passes took from the spec (tile_q,
+/// the group, the mask, page_size) and tiles of tile_kv keys; the backends
+/// lower them from the ops, so an op edited to say otherwise would index
+/// pages or rows that are not there. Each must say what the spec says; the
+/// query/output tile ops group 1 query head (before attn-share-kv-heads) or
+/// the spec's gqa, all of them alike.
+static LogicalResult verifyTilesAgainstSpec(Operation *func, const Spec &spec) {
+  std::optional<int64_t> group;
+  auto says = [&](Operation *op, const char *field, int64_t value, int64_t want) {
+    if (value == want)
+      return true;
+    op->emitError() << "the op says " << field << " " << value
+                    << " but the function's attn.spec says " << field << " = " << want;
+    return false;
+  };
+  auto tileOf = [&](Operation *op, Value value, unsigned dim, const char *what) {
+    if (dimAgrees(value, dim, spec.tile_kv))
+      return true;
+    op->emitError() << what << " has " << cast<RankedTensorType>(value.getType()).getDimSize(dim)
+                    << " keys but the function's attn.spec says tile_kv = " << spec.tile_kv;
+    return false;
+  };
+  auto qoTile = [&](Operation *op, int64_t tileQ, int64_t opGroup) {
+    if (!says(op, "tile_q", tileQ, spec.tile_q))
+      return false;
+    if (opGroup != 1 && !says(op, "group", opGroup, spec.gqa))
+      return false;
+    if (group && *group != opGroup) {
+      op->emitError() << "the op says group " << opGroup << " but another query/output tile op of "
+                      << "the function says group " << *group;
+      return false;
+    }
+    group = opGroup;
+    return true;
+  };
+  auto maskIs = [&](Operation *op, const Mask &mask) {
+    if (mask == spec.mask)
+      return true;
+    op->emitError() << "the op's mask is " << mask.str() << " but the function's attn.spec says mask = "
+                    << spec.mask.str();
+    return false;
+  };
+  WalkResult walk = func->walk([&](Operation *op) {
+    bool ok = true;
+    if (auto load = dyn_cast<LoadQTileOp>(op))
+      ok = qoTile(op, load.getTileQ(), load.getGroup());
+    else if (auto store = dyn_cast<StoreOTileOp>(op))
+      ok = qoTile(op, store.getTileQ(), store.getGroup());
+    else if (auto mask = dyn_cast<MaskOp>(op))
+      ok = maskIs(op, mask.getMask().getValue()) && says(op, "tile_q", mask.getTileQ(), spec.tile_q) &&
+           tileOf(op, mask.getScores(), 1, "the score tile");
+    else if (auto classify = dyn_cast<ClassifyTilesOp>(op))
+      ok = maskIs(op, classify.getMask().getValue()) &&
+           says(op, "tile_q", classify.getTileQ(), spec.tile_q) &&
+           says(op, "tile_kv", classify.getTileKv(), spec.tile_kv);
+    else if (auto qk = dyn_cast<QKOp>(op))
+      ok = tileOf(op, qk.getK(), 0, "the key tile") && tileOf(op, qk.getScores(), 1, "the score tile");
+    else if (auto kv = dyn_cast<LoadKVTileOp>(op))
+      ok = tileOf(op, kv.getResult(), 0, "the tile");
+    else if (auto lookup = dyn_cast<BlockTableLookupOp>(op))
+      ok = says(op, "page_size", lookup.getPageSize(), spec.page_size) &&
+           tileOf(op, lookup.getSlots(), 0, "the slot vector");
+    else if (auto paged = dyn_cast<LoadPagedKVTileOp>(op)) {
+      ok = tileOf(op, paged.getSlots(), 0, "the slot vector") &&
+           tileOf(op, paged.getResult(), 0, "the tile");
+      if (ok && !dimAgrees(paged.getCache(), 1, spec.page_size)) {
+        op->emitError() << "the cache has pages of "
+                        << cast<RankedTensorType>(paged.getCache().getType()).getDimSize(1)
+                        << " tokens but the function's attn.spec says page_size = " << spec.page_size;
+        ok = false;
+      }
+    }
+    return ok ? WalkResult::advance() : WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 /// The passes read the tile sizes, mask, group, page size and mode from the
 /// spec and the shapes from the IR; where the two disagree they would build
 /// a kernel for neither. So every textbook op must say what the spec says.
@@ -134,7 +219,9 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   // attribute).
   if (!isa<FunctionOpInterface>(op))
     return op->emitError("attn.spec belongs on the function of the kernel it describes");
-  return verifySpecAgainstBody(op, spec.getValue());
+  if (failed(verifySpecAgainstBody(op, spec.getValue())))
+    return failure();
+  return verifyTilesAgainstSpec(op, spec.getValue());
 }
 
 //===----------------------------------------------------------------------===//

@@ -443,6 +443,81 @@ func.func @spec_page_size_disagrees(%kc: tensor<?x32x?x64xf32>, %t: tensor<?xi32
 
 // -----
 
+// The tile-level ops carry the spec's sizes: an op edited to say otherwise is refused.
+func.func @tiles_page_size_disagrees(%t: tensor<?xi32>, %n: index) -> tensor<16xindex>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16, page_size = 4>} {
+  // expected-error@+1 {{the op says page_size 8 but the function's attn.spec says page_size = 4}}
+  %slots = attn.block_table_lookup %t[%n], %n page_size 8 : tensor<?xi32> -> tensor<16xindex>
+  return %slots : tensor<16xindex>
+}
+
+// -----
+
+func.func @tiles_cache_pages_disagree(%kc: tensor<?x8x?x64xf32>, %slots: tensor<16xindex>, %h: index) -> tensor<16x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16, page_size = 4>} {
+  // expected-error@+1 {{the cache has pages of 8 tokens but the function's attn.spec says page_size = 4}}
+  %kt = attn.load_paged_kv_tile %kc[%slots, %h] : tensor<?x8x?x64xf32>, tensor<16xindex> -> tensor<16x64xf32>
+  return %kt : tensor<16x64xf32>
+}
+
+// -----
+
+func.func @tiles_group_disagrees(%q: tensor<?x?x64xf32>, %h: index) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16, gqa = 2>} {
+  %qt = attn.load_q_tile %q[%h, %h] tile_q 16 group 2 : tensor<?x?x64xf32> -> tensor<?x64xf32>
+  // expected-error@+1 {{the op says group 3 but the function's attn.spec says group = 2}}
+  %o = attn.store_o_tile %qt into %q[%h, %h] tile_q 16 group 3 : tensor<?x64xf32> into tensor<?x?x64xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @tiles_groups_differ(%q: tensor<?x?x64xf32>, %h: index) -> tensor<?x?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16, gqa = 2>} {
+  %qt = attn.load_q_tile %q[%h, %h] tile_q 16 group 2 : tensor<?x?x64xf32> -> tensor<?x64xf32>
+  // expected-error@+1 {{the op says group 1 but another query/output tile op of the function says group 2}}
+  %o = attn.store_o_tile %qt into %q[%h, %h] tile_q 16 group 1 : tensor<?x64xf32> into tensor<?x?x64xf32>
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @tiles_tile_q_disagrees(%q: tensor<?x?x64xf32>, %h: index) -> tensor<?x64xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16>} {
+  // expected-error@+1 {{the op says tile_q 32 but the function's attn.spec says tile_q = 16}}
+  %qt = attn.load_q_tile %q[%h, %h] tile_q 32 group 1 : tensor<?x?x64xf32> -> tensor<?x64xf32>
+  return %qt : tensor<?x64xf32>
+}
+
+// -----
+
+func.func @tiles_tile_kv_disagrees(%i: index, %n: index) -> index
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16, mask = causal>} {
+  // expected-error@+1 {{the op says tile_kv 32 but the function's attn.spec says tile_kv = 16}}
+  %lo, %full_lo, %full_hi, %hi = attn.classify_tiles %i, %n, %n mask <causal> tile_q 16 tile_kv 32
+  return %lo : index
+}
+
+// -----
+
+func.func @tiles_key_tile_disagrees(%qt: tensor<?x64xf32>, %kt: tensor<32x64xf32>, %s: f32) -> tensor<?x32xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16>} {
+  // expected-error@+1 {{the key tile has 32 keys but the function's attn.spec says tile_kv = 16}}
+  %sc = attn.qk %qt, %kt scale %s : tensor<?x64xf32>, tensor<32x64xf32>, f32 -> tensor<?x32xf32>
+  return %sc : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @tiles_mask_disagrees(%sc: tensor<?x16xf32>, %n: index) -> tensor<?x16xf32>
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 64, tile_q = 16, tile_kv = 16>} {
+  // expected-error@+1 {{the op's mask is causal but the function's attn.spec says mask = none}}
+  %m = attn.mask %sc, %n, %n, %n, %n mask #attn.mask<causal> tile_q 16 : tensor<?x16xf32>
+  return %m : tensor<?x16xf32>
+}
+
+// -----
+
 // expected-error@+1 {{attn.spec belongs on the function of the kernel it describes}}
 module attributes {attn.spec = #attn.spec<target = cpu>} {
 }

@@ -11,7 +11,7 @@ func.func @no_spec(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<?x?x64xf32> {
 // -----
 
 func.func @heads_without_map(%q: tensor<?x?x32xf32>, %n: index) -> tensor<?x?x32xf32>
-    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 32, gqa = 2>} {
+    attributes {attn.spec = #attn.spec<target = cpu, head_dim = 32, gqa = 2, tile_q = 8>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   // expected-error@+1 {{attn-share-kv-heads: this heads loop does not map query head h to KV head h / 2}}

@@ -157,7 +157,7 @@ func.func @one_split(%qt: tensor<?x64xf32>, %k: tensor<?x?x64xf32>, %v: tensor<?
 // CHECK:         return
 func.func @prefill(%qt: tensor<?x64xf32>, %k: tensor<?x?x64xf32>, %v: tensor<?x?x64xf32>, %scale: f32,
     %q0: index, %nq: index, %nkv: index, %lo: index, %mid: index, %hi: index) -> tensor<?x64xf32>
-    attributes {attn.spec = #attn.spec<mode = prefill, target = cpu, head_dim = 64, tile_kv = 16, mask = causal>} {
+    attributes {attn.spec = #attn.spec<mode = prefill, target = cpu, head_dim = 64, tile_q = 1, tile_kv = 16, mask = causal>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
