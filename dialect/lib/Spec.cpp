@@ -274,13 +274,17 @@ std::string tuningKey(const Spec &spec) {
 }
 
 void applyDefaultTiles(Spec &spec) {
-  // A tuning table's choice first (`attnc tune`), when both tiles are left
-  // open and the choice is a valid spec; else the built-in defaults.
+  // A tuning table's choice first (`attnc tune`), when the tiles are left
+  // open and the choice is a valid spec; else the built-in defaults. A
+  // decode spec's tile_q is its query tokens per sequence, a size of the call
+  // (attn::attention and the C API set it), not a tuned one: its tuned
+  // tile_kv (and depth) applies whatever tile_q it gives.
   const TileTuner tuner = tileTuner.load(std::memory_order_acquire);
-  if (tuner && spec.tile_q == 0 && spec.tile_kv == 0) {
+  const bool decode = spec.mode == Mode::Decode;
+  if (tuner && spec.tile_kv == 0 && (spec.tile_q == 0 || decode)) {
     if (std::optional<TunedTiles> tuned = tuner(spec)) {
       Spec t = spec;
-      t.tile_q = tuned->tile_q;
+      t.tile_q = decode && spec.tile_q ? spec.tile_q : tuned->tile_q;
       t.tile_kv = tuned->tile_kv;
       if (t.stages == kStagesAuto)
         t.stages = tuned->stages; // measured with those tiles

@@ -80,6 +80,13 @@ TEST_CASE("a tuned pipeline depth comes with its tiles, unless the spec sets its
   CHECK(parsed("mask=causal,stages=2").stages == 2);          // its own depth stays
   CHECK(parsed("mask=causal,tile_kv=32").stages == kStagesAuto); // one tile given: built-in
   CHECK(kvStages(parsed("mode=decode,page_size=16,gqa=4")) == 4);
+  // A decode spec's tile_q is its query tokens (attn::attention and the C API
+  // give it): its tuned tile_kv and depth apply all the same.
+  const Spec fourTokens = parsed("mode=decode,page_size=16,gqa=4,tile_q=4");
+  CHECK(fourTokens.tile_q == 4);
+  CHECK(fourTokens.tile_kv == 64);
+  CHECK(kvStages(fourTokens) == 4);
+  CHECK(kvStages(parsed("mode=decode,page_size=16,gqa=4,tile_q=4,tile_kv=64")) != 4); // tile_kv given
   TuningTable::install(nullptr);
   CHECK(parsed("mask=causal").stages == kStagesAuto);
   std::remove(path.c_str());
