@@ -157,9 +157,10 @@ TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {
   CHECK(attnc_launch(nullptr, nullptr, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "kernel is a null pointer");
   const char *specs[] = {"gqa=4"};
-  attnc_kernel *kernels[1];
+  attnc_kernel *kernels[1] = {reinterpret_cast<attnc_kernel *>(&kernel)}; // stale, not null
   CHECK(attnc_runtime_prepare(nullptr, specs, 1, 0, kernels) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "runtime is a null pointer");
+  CHECK(kernels[0] == nullptr); // out[i] is null on every failure
   char buf[64];
   CHECK(attnc_runtime_arch(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   attnc_runtime_destroy(nullptr); // no-ops
@@ -240,6 +241,11 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   CHECK(std::string(attnc_last_error()).rfind("specs[1]: invalid spec: head_dim = 7", 0) == 0);
   CHECK(loaded[0] == nullptr);
   CHECK(loaded[1] == nullptr);
+  // A spec this GPU cannot run is a bad argument, not a failed compile.
+  attnc_kernel *cpu = nullptr;
+  CHECK(attnc_kernel_get(rt, "target=cpu,dtype=f32", &cpu) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("target is cpu") != std::string::npos);
+  CHECK(cpu == nullptr);
   attnc_runtime_destroy(rt);
 }
 

@@ -24,6 +24,7 @@ struct KernelLookup {
   std::shared_ptr<const Kernel> kernel; ///< null on failure
   std::shared_ptr<const CudaBinary> binary; ///< the cubin, with ptxas' report when compiled
   std::string error;
+  bool wrongTarget = false; ///< the error: the spec's target cannot run on this GPU (no compile ran)
   CacheSource source = CacheSource::Compiled; ///< of the cubin (Memory: also already loaded)
   double seconds = 0;
   explicit operator bool() const { return kernel != nullptr; }

@@ -47,7 +47,8 @@ extern "C" {
 
 typedef enum attnc_status {
   ATTNC_OK = 0,
-  ATTNC_ERROR_INVALID_ARGUMENT = 1, /**< a bad spec, null handle or launch argument */
+  ATTNC_ERROR_INVALID_ARGUMENT = 1, /**< a bad spec (or one this GPU cannot run: target cpu,
+                                         sm_90a on another GPU), null handle or launch argument */
   ATTNC_ERROR_NO_GPU = 2,           /**< no CUDA driver or device */
   ATTNC_ERROR_COMPILE = 3,          /**< the pipeline, the emitter or NVRTC failed */
   ATTNC_ERROR_LAUNCH = 4,           /**< the driver refused the launch */
@@ -145,9 +146,11 @@ ATTNC_API attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char 
 /** The kernel's canonical spec. */
 ATTNC_API attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t out_size);
 /** Bytes of workspace a launch with these arguments needs (0: none). Reads
- *  the sizes alone (batch, heads, total_q, max_q_len, max_kv_len,
- *  num_splits), so it may be asked before the device pointers exist; sizes a
- *  launch would refuse are refused here too. */
+ *  the sizes alone (batch, heads, total_q, total_kv, max_q_len, max_kv_len,
+ *  num_splits), so it may be asked before the device pointers exist, and
+ *  refuses those a launch would refuse; the other arguments (pointers, the
+ *  paged cache's pages, table stride and strides, scale) are checked by the
+ *  launch. */
 ATTNC_API attnc_status attnc_kernel_workspace_bytes(const attnc_kernel *kernel,
                                                     const attnc_args *args, uint64_t *bytes);
 /** Checks the arguments on the host, then enqueues on `stream` (a

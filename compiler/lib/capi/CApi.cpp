@@ -301,7 +301,7 @@ attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_ke
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
     KernelLookup found = runtime->runtime->kernel(*parsed.spec);
     if (!found)
-      return fail(ATTNC_ERROR_COMPILE, found.error);
+      return fail(found.wrongTarget ? ATTNC_ERROR_INVALID_ARGUMENT : ATTNC_ERROR_COMPILE, found.error);
     *out = new attnc_kernel{found.kernel};
     return ok();
   });
@@ -312,12 +312,13 @@ void attnc_kernel_release(attnc_kernel *kernel) { delete kernel; }
 attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *specs, size_t count,
                                    unsigned threads, attnc_kernel **out) {
   return guarded([&] {
+    // Every out[i] is null on failure, as the header says: cleared first.
+    if (out)
+      std::fill(out, out + count, nullptr);
     if (!runtime || (count && (!specs || !out)))
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   std::string(!runtime ? "runtime" : !specs ? "specs" : "out") +
                       " is a null pointer");
-    // Every out[i] is null on failure, as the header says: cleared first.
-    std::fill(out, out + count, nullptr);
     std::vector<Spec> parsed;
     for (size_t i = 0; i < count; ++i) {
       if (!specs[i])
@@ -331,7 +332,8 @@ attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *sp
     std::vector<KernelLookup> found = runtime->runtime->prepare(parsed, threads);
     for (size_t i = 0; i < count; ++i)
       if (!found[i])
-        return fail(ATTNC_ERROR_COMPILE, parsed[i].str() + ": " + found[i].error);
+        return fail(found[i].wrongTarget ? ATTNC_ERROR_INVALID_ARGUMENT : ATTNC_ERROR_COMPILE,
+                    parsed[i].str() + ": " + found[i].error);
     for (size_t i = 0; i < count; ++i)
       out[i] = new attnc_kernel{found[i].kernel};
     return ok();

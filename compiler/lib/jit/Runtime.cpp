@@ -100,11 +100,13 @@ KernelLookup Runtime::build(const Spec &spec) {
   KernelLookup out;
   if (!spec.isGPU()) {
     out.error = "the spec's target is cpu; GPU kernels need target = sm_80 or sm_90a";
+    out.wrongTarget = true;
     return out;
   }
   if (spec.target == Target::SM90a && ccMajor_ != 9) {
     out.error = "the spec targets sm_90a but the GPU (" + name_ + ") is " + arch_ +
                 ": use target = sm_80";
+    out.wrongTarget = true;
     return out;
   }
   std::string source;

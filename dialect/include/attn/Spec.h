@@ -137,8 +137,11 @@ std::string tuningKey(const Spec &spec);
 bool hasTunedTiles(const Spec &spec);
 
 /// Stages of K and V tiles a GPU kernel of this spec keeps in shared memory
-/// (the pipeline depth): the spec's `stages` when set; else 2 for prefill and
-/// 3 for decode while two blocks fit in an SM, else 1 and 2.
+/// (the pipeline depth): the spec's `stages` when set; else, measured on the
+/// H200: decode 3 while two blocks fit in an SM, else 2; the warp-specialised
+/// prefill block 3 with 128-key tiles, else 4; wgmma prefill 2 for head_dim
+/// 64 (while two blocks fit), else 1; mma.sync prefill 2 for head_dim >= 64
+/// while two blocks fit, else 1.
 int64_t kvStages(const Spec &spec);
 /// Shared memory a GPU kernel of this spec needs: the Q rows (prefill's
 /// tile; 16 rows in decode) plus kvStages(spec) stages of K and V tiles.
