@@ -263,6 +263,7 @@ defaults, except those a command's description above sets (run and trace: target
               (decode needs >= 1)
   gqa         num_q_heads / num_kv_heads, 1..256; GPU decode:   (1)
               tile_q x gqa <= 128 query rows per block
+              (query head h reads KV head h / gqa, as repeat_interleave)
   return_lse  true | false                                      (false)
   target      sm_80 | sm_90a | cpu                              (sm_90a)
   split_kv    decode only: auto | number of splits, 1..1024     (auto)

@@ -5,7 +5,8 @@
 // C++ too). Pointers travel as 64-bit integers so the layout is the same on
 // both sides. Layouts (elements, row-major):
 //   q, o     [total_q, num_q_heads, head_dim]; sequence b is rows
-//            cu_seqlens_q[b] .. cu_seqlens_q[b + 1]
+//            cu_seqlens_q[b] .. cu_seqlens_q[b + 1]; query head h reads KV
+//            head h / (num_q_heads / num_kv_heads) (GQA)
 //   k, v     contiguous: [total_kv, num_kv_heads, head_dim], rows cu_seqlens_k[b]..
 //            paged: pages of page_size tokens, sequence b's pages in
 //            block_table[b * block_table_stride ...], its length seq_lens_k[b]; the

@@ -22,7 +22,8 @@
  * packed ones of templates/attn/params.cuh: q and o [total_q, num_q_heads,
  * head_dim], contiguous k and v [total_kv, num_kv_heads, head_dim], paged k
  * and v [num_pages, page_size, num_kv_heads, head_dim] unless the args give
- * other strides (kv_page_stride...), lse fp32 [total_q, num_q_heads].
+ * other strides (kv_page_stride...), lse fp32 [total_q, num_q_heads]. Query
+ * head h reads KV head h / (num_q_heads / num_kv_heads) (GQA).
  *
  *===----------------------------------------------------------------------===*/
 

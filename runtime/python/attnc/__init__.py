@@ -596,7 +596,9 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
 
     causal / window: masks aligned at the bottom right (query i of a sequence
     with q_len queries and kv_len keys sits at key position i + kv_len - q_len);
-    window=W keeps the last W keys up to that position. Without cu_seqlens_q
+    window=W keeps the last W keys up to that position. With fewer KV heads
+    than query heads (GQA), query head h reads KV head h // (num_q_heads //
+    num_kv_heads), as repeat_interleave does. Without cu_seqlens_q
     the whole of q is one sequence (and likewise k). A paged cache (k, v with
     4 dimensions, [num_pages, page_size, num_kv_heads, head_dim]) needs
     block_table, seq_lens_k and max_seqlen_k; it may be any view of that shape
