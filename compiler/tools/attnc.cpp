@@ -207,13 +207,14 @@ static cl::opt<std::string>
                    "(attn-online-softmax, attn-safe-init, attn-mask-tiles, "
                    "attn-share-kv-heads, attn-page-kv, attn-split-kv: the IR after it), "
                    "`final` (the tile-level IR the backends consume) or `cuda` (the kernel "
-                   "source for a GPU target)"),
+                   "source for a GPU target). Default: `cuda` when a GPU target is named "
+                   "(--target, or target= in --spec), else `final`"),
           cl::value_desc("stage"), cl::init("final"), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<std::string>
     emitTarget("target",
                cl::desc("sm_80 | sm_90a | cpu: the spec's target (instead of target= in --spec); "
-                        "with a GPU target and no --stage, prints the CUDA source"),
+                        "a GPU target named either way and no --stage prints the CUDA source"),
                cl::value_desc("target"), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<bool> printAfterAll("print-ir-after-all",
@@ -351,9 +352,13 @@ static int runEmit() {
   std::optional<attn::Spec> spec = readSpec();
   if (!spec)
     return 1;
-  // `attnc emit --target sm_90a` prints the kernel.
+  // A GPU target named (`--target sm_90a` or target=sm_90a in the spec)
+  // prints the kernel; a spec that leaves the target to its default, the
+  // final IR.
   std::string stage = ::stage;
-  if (emitTarget.getNumOccurrences() && !::stage.getNumOccurrences() && spec->isGPU())
+  const bool targetNamed =
+      emitTarget.getNumOccurrences() || attn::cli::fieldValue(specText, "target").has_value();
+  if (targetNamed && !::stage.getNumOccurrences() && spec->isGPU())
     stage = "cuda";
   if (stage == "cuda" && plainNames) {
     llvm::errs() << "attnc: --plain-names numbers the IR's values; --stage cuda prints CUDA, "
