@@ -5,6 +5,7 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -41,26 +42,122 @@ const char *kindName(Kind k) {
 
 static int64_t elementSize(Kind k) { return k == Kind::F64 ? 8 : 4; }
 
-/// The value of `key` in the header dict, as written ('<f8', False, (2, 3)).
-static std::string field(const std::string &header, const std::string &key) {
-  size_t at = header.find("'" + key + "'");
-  if (at == std::string::npos)
-    return "";
-  at = header.find(':', at);
-  if (at == std::string::npos)
-    return "";
-  ++at;
-  while (at < header.size() && header[at] == ' ')
-    ++at;
-  size_t end = at;
-  if (at < header.size() && header[at] == '(') {
-    end = header.find(')', at);
-    return end == std::string::npos ? "" : header.substr(at, end - at + 1);
+namespace {
+/// The header's dict, read as numpy writes it and reads it back: a Python
+/// literal `{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }`
+/// with exactly those three keys, each once, and spaces (then a newline)
+/// after it. Anything else is a malformed header, said with its column.
+struct Header {
+  std::string descr;    ///< the string's contents: <f8
+  std::string order;    ///< True or False
+  std::vector<int64_t> shape;
+  bool hasDescr = false, hasOrder = false, hasShape = false;
+};
+
+class HeaderParser {
+public:
+  explicit HeaderParser(const std::string &text) : text_(text) {}
+
+  bool parse(Header &h, std::string &error) {
+    if (!expect('{', "the header's '{'", error))
+      return false;
+    while (skip() != '}') {
+      std::string key;
+      const size_t keyAt = at_;
+      if (!string(key, "a key", error) || !expect(':', "':' after '" + key + "'", error))
+        return false;
+      bool *seen = key == "descr" ? &h.hasDescr : key == "fortran_order" ? &h.hasOrder
+                   : key == "shape" ? &h.hasShape : nullptr;
+      if (!seen || *seen)
+        at_ = keyAt; // the column of the key
+      if (!seen)
+        return fail("unknown key '" + key + "' (a .npy header holds descr, fortran_order and shape)", error);
+      if (*seen)
+        return fail("key '" + key + "' given twice", error);
+      *seen = true;
+      const bool ok = key == "descr" ? string(h.descr, "descr's string", error)
+                      : key == "shape" ? tuple(h.shape, error)
+                                       : boolean(h.order, error);
+      if (!ok)
+        return false;
+      if (skip() == ',')
+        ++at_;
+      else if (skip() != '}')
+        return fail("',' or '}' expected", error);
+    }
+    ++at_;
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n'))
+      ++at_;
+    if (at_ != text_.size())
+      return fail("text after the header's '}'", error);
+    return true;
   }
-  while (end < header.size() && header[end] != ',' && header[end] != '}')
-    ++end;
-  return header.substr(at, end - at);
-}
+
+private:
+  const std::string &text_;
+  size_t at_ = 0;
+
+  char skip() {
+    while (at_ < text_.size() && text_[at_] == ' ')
+      ++at_;
+    return at_ < text_.size() ? text_[at_] : '\0';
+  }
+  bool fail(const std::string &what, std::string &error) const {
+    error = "malformed .npy header at column " + std::to_string(at_ + 1) + ": " + what;
+    return false;
+  }
+  bool expect(char c, const std::string &what, std::string &error) {
+    if (skip() != c)
+      return fail(what + " expected", error);
+    ++at_;
+    return true;
+  }
+  bool string(std::string &out, const std::string &what, std::string &error) {
+    const char quote = skip();
+    if (quote != '\'' && quote != '"')
+      return fail(what + " expected (a quoted string)", error);
+    const size_t end = text_.find(quote, at_ + 1);
+    if (end == std::string::npos)
+      return fail("a string without its closing quote", error);
+    out = text_.substr(at_ + 1, end - at_ - 1);
+    at_ = end + 1;
+    return true;
+  }
+  bool boolean(std::string &out, std::string &error) {
+    skip();
+    for (const char *word : {"True", "False"})
+      if (text_.compare(at_, std::strlen(word), word) == 0) {
+        out = word;
+        at_ += std::strlen(word);
+        return true;
+      }
+    return fail("fortran_order's True or False expected", error);
+  }
+  bool tuple(std::vector<int64_t> &out, std::string &error) {
+    if (!expect('(', "shape's '('", error))
+      return false;
+    out.clear();
+    while (skip() != ')') {
+      const size_t first = at_;
+      int64_t v = 0;
+      while (at_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[at_]))) {
+        if (v > (int64_t(1) << 40))
+          return fail("a dimension above 2^40", error);
+        v = v * 10 + (text_[at_++] - '0');
+      }
+      if (at_ == first)
+        return fail("a dimension (a non-negative integer) expected in the shape", error);
+      out.push_back(v);
+      if (skip() == ',')
+        ++at_;
+      else if (skip() != ')')
+        return fail("',' or ')' expected in the shape", error);
+    }
+    ++at_;
+    return true;
+  }
+};
+} // namespace
 
 bool read(const std::string &path, Array &out, std::string &error) {
   std::ifstream in(path, std::ios::binary);
@@ -96,48 +193,33 @@ bool read(const std::string &path, Array &out, std::string &error) {
     error = path + ": truncated .npy header";
     return false;
   }
-  std::string descr = field(header, "descr"), order = field(header, "fortran_order"),
-              shape = field(header, "shape");
-  if (descr == "'<f4'")
+  Header h;
+  std::string malformed;
+  if (!HeaderParser(header).parse(h, malformed)) {
+    error = path + ": " + malformed;
+    return false;
+  }
+  if (!h.hasDescr || !h.hasOrder || !h.hasShape) {
+    error = path + ": no " + std::string(!h.hasDescr ? "descr" : !h.hasOrder ? "fortran_order" : "shape") +
+            " in the .npy header";
+    return false;
+  }
+  if (h.descr == "<f4")
     out.kind = Kind::F32;
-  else if (descr == "'<f8'")
+  else if (h.descr == "<f8")
     out.kind = Kind::F64;
-  else if (descr == "'<i4'")
+  else if (h.descr == "<i4")
     out.kind = Kind::I32;
   else {
-    error = path + ": element type " + (descr.empty() ? "(none)" : descr) +
-            " is not supported (float32 '<f4', float64 '<f8' or int32 '<i4')";
+    error = path + ": element type '" + h.descr +
+            "' is not supported (float32 '<f4', float64 '<f8' or int32 '<i4')";
     return false;
   }
-  if (order.empty()) {
-    error = path + ": no fortran_order in the .npy header";
-    return false;
-  }
-  if (order != "False") {
+  if (h.order != "False") {
     error = path + ": Fortran-ordered arrays are not supported; save a C-contiguous array";
     return false;
   }
-  if (shape.size() < 2 || shape.front() != '(') {
-    error = path + ": no shape in the .npy header";
-    return false;
-  }
-  out.shape.clear();
-  std::string inner = shape.substr(1, shape.size() - 2);
-  size_t pos = 0;
-  while (pos < inner.size()) {
-    size_t comma = inner.find(',', pos);
-    std::string item = inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? inner.size() : comma + 1;
-    if (item.find_first_not_of(' ') == std::string::npos)
-      continue;
-    char *end = nullptr;
-    long long v = std::strtoll(item.c_str(), &end, 10);
-    if (v < 0 || v > (1ll << 40)) {
-      error = path + ": bad dimension '" + item + "' in the shape";
-      return false;
-    }
-    out.shape.push_back(v);
-  }
+  out.shape = h.shape;
   // The data the shape needs, counted without overflow, against what the file
   // holds after the header: a header never makes us allocate more than the file.
   const std::streamoff dataAt = in.tellg();
