@@ -160,6 +160,11 @@ private:
 } // namespace
 
 bool read(const std::string &path, Array &out, std::string &error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    error = path + ": is a folder, not a .npy file";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = path + ": cannot open: " + std::strerror(errno);

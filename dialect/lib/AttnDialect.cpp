@@ -173,7 +173,7 @@ static LogicalResult verifySpecAgainstBody(Operation *func, const Spec &spec) {
         return WalkResult::interrupt();
       }
       if (static_cast<int64_t>(attention.getGqa()) != spec.gqa) {
-        op->emitError() << "the op says gqa " << attention.getGqa()
+        op->emitError() << "the op says gqa " << static_cast<int64_t>(attention.getGqa())
                         << " but the function's attn.spec says gqa = " << spec.gqa;
         return WalkResult::interrupt();
       }
