@@ -119,6 +119,9 @@ def summary(log_dir):
         # Catch2's last line: "All tests passed (...)" or "test cases: ... failed"
         "capi_tests": next((l for l in reversed(read(os.path.join(log_dir, "capi-tests.log")))
                             if l.strip()), "not run"),
+        # run-on-gpu.sh's verdict line: "examples: attn-aot-example ok, ..."
+        "examples": next((l[len("examples: "):] for l in reversed(read(os.path.join(log_dir, "examples.log")))
+                          if l.startswith("examples: ")), "not run"),
     }
     prefill, decode = rows(read(os.path.join(log_dir, "bench.log")), read(os.path.join(log_dir, "sdpa.log")))
     result["prefill"], result["decode"] = prefill, decode
@@ -131,6 +134,7 @@ def summary(log_dir):
     print(f"launch contract: {ok} of {len(contract)} checks ok" if contract
           else "launch contract: not run")
     print("C API unit tests:", result["capi_tests"])
+    print("examples:", result["examples"])
     for tool, line in result["sanitizers"].items():
         print(f"{tool}: {line}")
     for line in result["jit"]:

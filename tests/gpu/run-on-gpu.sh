@@ -129,16 +129,29 @@ if [ $checks = 1 ]; then
   fi
   rm -rf "$hang_dir"
   step "examples"
+  verdicts=""
   for example in attn-aot-example "attn-jit-at-load-example --threads 16"; do
     # shellcheck disable=SC2086
-    CUDA_CACHE_DISABLE=1 "$pack"/$example 2>&1 | tee -a "$logs/examples.log" || status=1
+    if CUDA_CACHE_DISABLE=1 "$pack"/$example 2>&1 | tee -a "$logs/examples.log"; then
+      verdicts+="${example%% *} ok, "
+    else
+      verdicts+="${example%% *} FAILED, "; status=1
+    fi
   done
   if [ -f "$pack/libattnc.so" ]; then
     ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/examples/python/llama.py" 2>&1 |
       grep -v Warning | tee -a "$logs/examples.log"
     # 77: skipped (no torch or transformers here), said by the example itself.
-    case "${PIPESTATUS[0]}" in 0|77) ;; *) status=1 ;; esac
+    case "${PIPESTATUS[0]}" in
+      0) verdicts+="llama.py ok" ;;
+      77) verdicts+="llama.py skipped (no torch or transformers)" ;;
+      *) verdicts+="llama.py FAILED"; status=1 ;;
+    esac
+  else
+    verdicts+="llama.py not run (no libattnc.so in the pack)"
   fi
+  # The line tests/gpu/ratios.py --summary gives.
+  echo "examples: $verdicts" | tee -a "$logs/examples.log"
 fi
 if [ $bench = 1 ]; then
   step "attn-gpu-check --bench, the SDPA anchors, bench/bench.py"

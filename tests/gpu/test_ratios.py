@@ -51,12 +51,16 @@ class TestRows(unittest.TestCase):
 
     def test_summary_writes_strict_json(self):
         with tempfile.TemporaryDirectory() as logs:
-            for name, lines in (("bench.log", BENCH), ("sdpa.log", SDPA)):
+            examples = ["4 kernels from the bundle llama_layer", "MATCHED",
+                        "examples: attn-aot-example ok, attn-jit-at-load-example ok, llama.py ok"]
+            for name, lines in (("bench.log", BENCH), ("sdpa.log", SDPA), ("examples.log", examples)):
                 with open(os.path.join(logs, name), "w") as f:
                     f.write("\n".join(lines) + "\n")
             with redirect_stdout(io.StringIO()) as out:
                 ratios.summary(logs)
             self.assertIn("| 16 | 32/8 | 16384 | 2p |", out.getvalue())
+            self.assertIn("\nexamples: attn-aot-example ok, attn-jit-at-load-example ok, llama.py ok\n",
+                          out.getvalue())
             with open(os.path.join(logs, "results.json")) as f:
                 text = f.read()
         self.assertNotIn("NaN", text)
