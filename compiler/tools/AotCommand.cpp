@@ -23,7 +23,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -82,26 +84,9 @@ bool writeFile(const std::string &path, const std::string &bytes, std::string &e
   return true;
 }
 
-/// Whether `dir` is a folder `attnc aot` wrote (its manifest's first line is
-/// ours, and it holds nothing but manifest.txt, bundle.cpp and cubins/ of
-/// .cubin files) or an empty one (as a build system makes for its outputs).
-/// Only such a folder is replaced by --force; anything else is the user's.
-bool isBundleFolder(const std::string &dir, std::string &why) {
-  if (!llvm::sys::fs::is_directory(dir)) {
-    why = "it is not a folder";
-    return false;
-  }
-  std::error_code listed;
-  if (llvm::sys::fs::directory_iterator(dir, listed) == llvm::sys::fs::directory_iterator() &&
-      !listed)
-    return true; // empty
-  std::ifstream manifest(dir + "/manifest.txt");
-  std::string first;
-  if (!manifest || !std::getline(manifest, first) || first.rfind("# attnc ", 0) != 0 ||
-      first.find(" AOT bundle '") == std::string::npos) {
-    why = "it has no manifest.txt written by attnc aot";
-    return false;
-  }
+/// Whether `dir` holds nothing but what attnc aot writes there:
+/// manifest.txt, bundle.cpp and cubins/ of .cubin files.
+bool holdsOnlyBundleFiles(const std::string &dir, std::string &why) {
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
     const std::string name = llvm::sys::path::filename(it->path()).str();
@@ -114,7 +99,6 @@ bool isBundleFolder(const std::string &dir, std::string &why) {
     why = "it cannot be listed (" + ec.message() + ")";
     return false;
   }
-  // cubins/ holds the kernels' .cubin files and nothing else.
   const std::string cubins = dir + "/cubins";
   if (!llvm::sys::fs::exists(cubins))
     return true;
@@ -134,6 +118,55 @@ bool isBundleFolder(const std::string &dir, std::string &why) {
     return false;
   }
   return true;
+}
+
+/// Whether `dir` is a folder `attnc aot` wrote (its manifest's first line is
+/// ours, and it holds only the bundle's files) or an empty one (as a build
+/// system makes for its outputs). Only such a folder is replaced by --force;
+/// anything else is the user's.
+bool isBundleFolder(const std::string &dir, std::string &why) {
+  if (!llvm::sys::fs::is_directory(dir)) {
+    why = "it is not a folder";
+    return false;
+  }
+  std::error_code listed;
+  if (llvm::sys::fs::directory_iterator(dir, listed) == llvm::sys::fs::directory_iterator() &&
+      !listed)
+    return true; // empty
+  std::ifstream manifest(dir + "/manifest.txt");
+  std::string first;
+  if (!manifest || !std::getline(manifest, first) || first.rfind("# attnc ", 0) != 0 ||
+      first.find(" AOT bundle '") == std::string::npos) {
+    why = "it has no manifest.txt written by attnc aot";
+    return false;
+  }
+  return holdsOnlyBundleFiles(dir, why);
+}
+
+/// A run stopped while it compiled (Ctrl-C, a killed build) leaves its
+/// temporary folder "<output>.tmp.<pid>" beside the output. Such folders of
+/// processes that are gone, holding only the bundle's files, are removed.
+void removeStoppedRunsFolders(const std::string &output) {
+  llvm::StringRef parent = llvm::sys::path::parent_path(output);
+  const std::string folder = parent.empty() ? "." : parent.str();
+  const std::string prefix = llvm::sys::path::filename(output).str() + ".tmp.";
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(folder, ec), end; it != end && !ec; it.increment(ec)) {
+    const std::string name = llvm::sys::path::filename(it->path()).str();
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    std::string why;
+    if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH ||
+        !llvm::sys::fs::is_directory(it->path()) || !holdsOnlyBundleFiles(it->path(), why))
+      continue; // its writer may still run, or it is not ours
+    if (!llvm::sys::fs::remove_directories(it->path()))
+      llvm::errs() << "attnc aot: removed " << it->path() << ", left by a run that was stopped\n";
+  }
 }
 
 /// bundle.cpp: the cubins as byte arrays and one registration.
@@ -397,6 +430,7 @@ int aot(const AotOptions &o) {
   }
   // Everything is written under a temporary name, then renamed: made now, so
   // that an output that cannot be written is said before any compile.
+  removeStoppedRunsFolders(o.output);
   const std::string tmp = o.output + ".tmp." + std::to_string(getpid());
   llvm::sys::fs::remove_directories(tmp);
   if (std::error_code ec = llvm::sys::fs::create_directories(tmp + "/cubins"))
