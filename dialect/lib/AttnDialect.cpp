@@ -72,6 +72,15 @@ static LogicalResult matchesSpec(Operation *op, Value value, StringRef what, con
   return success();
 }
 
+/// The spec checks below read the ops' operands and attributes, which are
+/// there only once the op verifies; MLIR verifies a function's attributes
+/// before the ops inside it, so each attn op is verified here first (its own
+/// error is the one said).
+static bool verifiesItself(Operation *op) {
+  return !isa_and_nonnull<AttnDialect>(op->getDialect()) ||
+         succeeded(op->getName().verifyInvariants(op));
+}
+
 /// Whether dimension `dim` of `value`'s ranked tensor type is `want` or
 /// dynamic (a size the IR leaves to run time says nothing against the spec).
 static bool dimAgrees(Value value, unsigned dim, int64_t want) {
@@ -123,6 +132,8 @@ static LogicalResult verifyTilesAgainstSpec(Operation *func, const Spec &spec) {
     return false;
   };
   WalkResult walk = func->walk([&](Operation *op) {
+    if (!verifiesItself(op))
+      return WalkResult::interrupt();
     bool ok = true;
     if (auto load = dyn_cast<LoadQTileOp>(op))
       ok = qoTile(op, load.getTileQ(), load.getGroup());
@@ -162,6 +173,8 @@ static LogicalResult verifyTilesAgainstSpec(Operation *func, const Spec &spec) {
 /// a kernel for neither. So every textbook op must say what the spec says.
 static LogicalResult verifySpecAgainstBody(Operation *func, const Spec &spec) {
   WalkResult walk = func->walk([&](Operation *op) {
+    if (!verifiesItself(op))
+      return WalkResult::interrupt();
     if (auto attention = dyn_cast<StandardAttentionOp>(op)) {
       if (failed(matchesSpec(op, attention.getQ(), "q", spec)) ||
           failed(matchesSpec(op, attention.getK(), "k", spec)) ||
@@ -170,6 +183,14 @@ static LogicalResult verifySpecAgainstBody(Operation *func, const Spec &spec) {
       if (!(attention.getMask().getValue() == spec.mask)) {
         op->emitError() << "the op's mask is " << attention.getMask().getValue().str()
                         << " but the function's attn.spec says mask = " << spec.mask.str();
+        return WalkResult::interrupt();
+      }
+      Builder b(op->getContext());
+      const Type acc = spec.dtype == DType::F64 ? Type(b.getF64Type()) : Type(b.getF32Type());
+      if (attention.getScale().getType() != acc) {
+        op->emitError() << "the scale is " << attention.getScale().getType()
+                        << " but the function's attn.spec (dtype = " << attn::name(spec.dtype)
+                        << ") accumulates in " << acc;
         return WalkResult::interrupt();
       }
       if (static_cast<int64_t>(attention.getGqa()) != spec.gqa) {

@@ -53,6 +53,10 @@ static int64_t dim(Value v, int64_t d) {
 LogicalResult StandardAttentionOp::verify() {
   if (failed(positive(*this, "gqa", getGqa())))
     return failure();
+  // The scale's type is the accumulator's (the state m, l, acc): f32, or f64.
+  if (!getScale().getType().isF32() && !getScale().getType().isF64())
+    return emitOpError() << "scale must be f32 or f64 (the accumulator's type), got "
+                         << getScale().getType();
   if (ShapedType::isDynamic(dim(getQ(), 2)))
     return emitOpError("head_dim (dimension 2 of q) must be static");
   if (getK().getType() != getV().getType())
@@ -116,6 +120,9 @@ LogicalResult StoreOTileOp::verify() {
     return failure();
   auto tile = cast<RankedTensorType>(getTile().getType());
   auto dest = cast<RankedTensorType>(getDest().getType());
+  if (!isa<FloatType>(tile.getElementType()) || !isa<FloatType>(dest.getElementType()))
+    return emitOpError() << "tile and dest must hold floats, got " << tile.getElementType()
+                         << " into " << dest.getElementType();
   if (tile.getRank() < 1 || tile.getRank() > 2 || dest.getRank() != tile.getRank() + 1)
     return emitOpError() << "expected a rank-2 tile into a rank-3 output or a rank-1 "
                             "tile into a rank-2 lse, got rank "
@@ -142,8 +149,10 @@ LogicalResult BlockTableLookupOp::verify() {
 }
 
 LogicalResult LoadPagedKVTileOp::verify() {
-  if (!ShapedType::isDynamic(dim(getCache(), 1)) &&
-      failed(positive(*this, "page size (dimension 1 of the cache)", dim(getCache(), 1))))
+  // The lowering divides slots by the page size: it must be known.
+  if (ShapedType::isDynamic(dim(getCache(), 1)))
+    return emitOpError("page size (dimension 1 of the cache) must be static");
+  if (failed(positive(*this, "page size (dimension 1 of the cache)", dim(getCache(), 1))))
     return failure();
   if (failed(sameDim(*this, getResult(), 0, "tile size", "result", getSlots(), 0, "slots")) ||
       failed(sameDim(*this, getResult(), 1, "head_dim", "result", getCache(), 3, "cache")))

@@ -102,6 +102,8 @@ Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
   Type from = v.getType();
   if (from == to)
     return v;
+  if (from.getIntOrFloatBitWidth() == to.getIntOrFloatBitWidth()) // bf16 <-> f16: through f32
+    return arith::TruncFOp::create(b, loc, to, arith::ExtFOp::create(b, loc, b.getF32Type(), v));
   if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
     return arith::ExtFOp::create(b, loc, to, v);
   return arith::TruncFOp::create(b, loc, to, v);

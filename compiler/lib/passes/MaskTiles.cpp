@@ -100,11 +100,22 @@ struct MaskTilesPass : attn::impl::MaskTilesBase<MaskTilesPass> {
         loops.push_back(loop);
     });
     IRRewriter rewriter(&getContext());
-    for (scf::ForOp loop : loops)
+    for (scf::ForOp loop : loops) {
+      // The classes replace the loop's range: it must be all the sequence's
+      // tiles, from 0 (a split's range, after attn-split-kv, is not).
+      auto lower = loop.getLowerBound().getDefiningOp<arith::ConstantIndexOp>();
+      if (!lower || lower.value() != 0) {
+        loop.emitError("attn-mask-tiles classifies a KV-tile loop over all the sequence's tiles "
+                       "(from tile 0); this one starts elsewhere (attn-mask-tiles runs before "
+                       "attn-split-kv: attn-opt --attn-mask-tiles --attn-split-kv, or "
+                       "--attn-pipeline)");
+        return signalPassFailure();
+      }
       if (failed(splitLoopByTileClass(rewriter, loop))) {
         loop.emitError("attn-mask-tiles could not split this KV-tile loop");
         return signalPassFailure();
       }
+    }
   }
 };
 } // namespace

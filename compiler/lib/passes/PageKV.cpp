@@ -43,7 +43,8 @@ struct PageKVTileLoad : OpRewritePattern<LoadKVTileOp> {
       auto candidate = dyn_cast<BlockTableLookupOp>(user);
       if (candidate && candidate.getKvStart() == kvStart &&
           candidate.getBlockTable() == gather.getBlockTable() &&
-          candidate.getKvLen() == gather.getKvLen() && candidate.getType() == slotsType)
+          candidate.getKvLen() == gather.getKvLen() && candidate.getType() == slotsType &&
+          static_cast<int64_t>(candidate.getPageSize()) == pageSize)
         lookup = candidate;
     }
     if (!lookup) {

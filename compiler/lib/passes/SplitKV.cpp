@@ -116,29 +116,42 @@ struct SplitKVPass : attn::impl::SplitKVBase<SplitKVPass> {
       return signalPassFailure();
     func::FuncOp func = getOperation();
     std::optional<Spec> spec = getEnclosingSpec(func);
-    if (!spec || spec->mode != Mode::Decode || spec->split_kv == 1)
+    if (func.isExternal() || !spec || spec->mode != Mode::Decode || spec->split_kv == 1)
+      return;
+    // split_kv = auto: the count is chosen at run time, the function's last
+    // argument (see buildTextbook).
+    Block &entry = func.getBody().front();
+    const bool atRunTime = spec->split_kv == kSplitKVAuto;
+    if (atRunTime &&
+        (entry.getNumArguments() == 0 || !entry.getArguments().back().getType().isIndex())) {
+      func.emitError("attn-split-kv: split_kv = auto needs a trailing `num_splits: index` "
+                     "argument");
+      return signalPassFailure();
+    }
+    // The states to split: not those inside a split loop, nor those that
+    // already feed one (IR this pass has split: running it again changes
+    // nothing).
+    SmallVector<StateInitOp> inits;
+    func.walk([&](StateInitOp init) {
+      const bool split =
+          isLoopWithRole(init->getParentOfType<scf::ForOp>(), "kv_splits") ||
+          llvm::any_of(init->getUsers(), [](Operation *user) {
+            return isLoopWithRole(user, "kv_splits");
+          });
+      if (!split)
+        inits.push_back(init);
+    });
+    if (inits.empty())
       return;
     IRRewriter rewriter(&getContext());
     Value numSplits;
-    if (spec->split_kv == kSplitKVAuto) {
-      // Chosen at run time: the function's last argument (see buildTextbook).
-      Block &entry = func.getBody().front();
-      if (entry.getNumArguments() == 0 || !entry.getArguments().back().getType().isIndex()) {
-        func.emitError("attn-split-kv: split_kv = auto needs a trailing `num_splits: index` "
-                       "argument");
-        return signalPassFailure();
-      }
+    if (atRunTime) {
       numSplits = entry.getArguments().back();
     } else {
-      rewriter.setInsertionPointToStart(&func.getBody().front());
+      rewriter.setInsertionPointToStart(&entry);
       numSplits = arith::ConstantIndexOp::create(rewriter, named(func.getLoc(), "num_splits"),
                                                  spec->split_kv);
     }
-    SmallVector<StateInitOp> inits;
-    func.walk([&](StateInitOp init) {
-      if (!isLoopWithRole(init->getParentOfType<scf::ForOp>(), "kv_splits"))
-        inits.push_back(init);
-    });
     for (StateInitOp init : inits)
       if (failed(splitKV(rewriter, init, numSplits))) {
         init.emitError("attn-split-kv: this state feeds no KV-tile loop to split");
