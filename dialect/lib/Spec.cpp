@@ -307,9 +307,12 @@ void applyDefaultTiles(Spec &spec) {
     // 0.2-1 % slower without one.
     const bool hd128 = spec.head_dim > 96 && spec.head_dim <= 128;
     q = spec.head_dim <= 128 ? 128 : 64;
-    kv = spec.head_dim <= 64                         ? 128
-         : hd128 && spec.mask.kind == MaskKind::None ? 32
-                                                     : 64;
+    // head_dim 240 (no multiple of 64: unswizzled tiles): 64-key tiles
+    // spilled at 255 registers in ptxas (20-44 bytes); 32-key tiles do not.
+    const bool hd240 = spec.head_dim > 224 && spec.head_dim % 64 != 0;
+    kv = spec.head_dim <= 64                                   ? 128
+         : (hd128 && spec.mask.kind == MaskKind::None) || hd240 ? 32
+                                                               : 64;
     // sm_90a, head_dim 128: the warp-specialised block (warpSpecialised) on
     // 128 x 128 tiles, one block per SM; 1-24 % faster on the H200 than the
     // wgmma block's best tiles, with and without a causal mask.

@@ -59,7 +59,8 @@ TEST_CASE("GPU prefill tile defaults follow head_dim", "[spec][defaults]") {
   for (const char *target : {"sm_80", "sm_90a", "sm_90a,mma=sync"}) {
     const bool wgmma = std::string(target) == "sm_90a";
     for (Case c : {Case{32, 128, 128}, Case{64, 128, 128}, Case{96, 128, 64},
-                   Case{112, 128, 32}, Case{128, 128, 32}, Case{160, 64, 64}, Case{256, 64, 64}}) {
+                   Case{112, 128, 32}, Case{128, 128, 32}, Case{160, 64, 64}, Case{224, 64, 64},
+                   Case{240, 64, 32}, Case{256, 64, 64}}) {
       Spec s = parseValid("target=" + std::string(target) +
                           ",head_dim=" + std::to_string(c.headDim));
       INFO("target=" << target << " head_dim=" << c.headDim);
