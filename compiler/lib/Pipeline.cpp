@@ -21,7 +21,11 @@ const std::vector<std::string> &pipelinePassNames() {
 }
 
 void buildAttnPipeline(OpPassManager &pm, const std::string &stopAfter) {
-  OpPassManager &fn = pm.nest<func::FuncOp>();
+  // The passes run on functions: nested in a module's pass manager, or
+  // added as they are where the pipeline already runs on func.func
+  // (`--pass-pipeline='builtin.module(func.func(attn-pipeline))'`).
+  OpPassManager &fn =
+      pm.getOpName() == func::FuncOp::getOperationName() ? pm : pm.nest<func::FuncOp>();
   auto add = [&](std::unique_ptr<Pass> pass) {
     std::string name = pass->getArgument().str();
     fn.addPass(std::move(pass));
