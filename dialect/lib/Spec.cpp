@@ -358,6 +358,15 @@ static SpecError err(const std::string &field, int64_t value,
   return {field, std::to_string(value), rule};
 }
 
+/// mma = wgmma_ws on a shape the warp-specialised block does not take.
+static SpecError wgmmaWsShapeError(const Spec &s) {
+  return {"mma", "wgmma_ws",
+          "takes head_dim 128 with tile_q 128, or head_dim 64 with tile_q 192, and tile_kv 64 "
+          "or 128 (here " +
+              std::to_string(s.head_dim) + ", " + std::to_string(s.tile_q) + " x " +
+              std::to_string(s.tile_kv) + ")"};
+}
+
 std::optional<SpecError> validateSpec(const Spec &s) {
   const bool gpu = s.isGPU();
   if (s.head_dim < 32 || s.head_dim > 256)
@@ -409,7 +418,11 @@ std::optional<SpecError> validateSpec(const Spec &s) {
     if (s.mode == Mode::Prefill && !warpSpecialised(s) && (s.stages < 0 || s.stages > 2))
       return err("stages", s.stages, "must be auto, 1 or 2 for mode = prefill");
     // A warp-specialised block's ring: the copy of a stage waits for the
-    // consumers to free it, so it needs two at least.
+    // consumers to free it, so it needs two at least (said once the block
+    // can take the spec's shape at all).
+    if (s.mma == MmaKind::WgmmaWs && s.target == Target::SM90a && s.mode == Mode::Prefill &&
+        !warpSpecialisedShape(s))
+      return wgmmaWsShapeError(s);
     if (warpSpecialised(s) && s.stages != kStagesAuto && (s.stages < 2 || s.stages > 8))
       return err("stages", s.stages,
                  "must be auto or 2..8 in the warp-specialised block (sm_90a prefill: head_dim "
@@ -439,11 +452,7 @@ std::optional<SpecError> validateSpec(const Spec &s) {
   if ((s.mma == MmaKind::Wgmma || s.mma == MmaKind::WgmmaWs) && s.target != Target::SM90a)
     return SpecError{"mma", name(s.mma), std::string("needs target = sm_90a, not ") + name(s.target)};
   if (s.mma == MmaKind::WgmmaWs && !warpSpecialisedShape(s))
-    return SpecError{"mma", "wgmma_ws",
-                     "takes head_dim 128 with tile_q 128, or head_dim 64 with tile_q 192, and "
-                     "tile_kv 64 or 128 (here " +
-                         std::to_string(s.head_dim) + ", " + std::to_string(s.tile_q) + " x " +
-                         std::to_string(s.tile_kv) + ")"};
+    return wgmmaWsShapeError(s);
   if (s.mma == MmaKind::Wgmma && !wgmmaShape(s))
     return SpecError{"mma", "wgmma",
                      "takes head_dim 64 or 128 with tile_q and tile_kv of 64 or 128 (here " +

@@ -455,6 +455,11 @@ TEST_CASE("mma = wgmma_ws: a warp-specialised block of 128 x 128 or 128 x 64 til
       {"head_dim=64,tile_q=128,mma=wgmma_ws",
        "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128, or head_dim 64 with "
        "tile_q 192, and tile_kv 64 or 128 (here 64, 128 x 128)"},
+      // A shape the block does not take is said before its depth.
+      {"head_dim=80,mma=wgmma_ws,stages=1",
+       "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128, or head_dim 64 with "
+       "tile_q 192, and tile_kv 64 or 128 (here 80, 128 x 128)"},
+      {"target=sm_80,mma=wgmma_ws,stages=1", "invalid spec: mma = wgmma_ws: needs target = sm_90a, not sm_80"},
       {"head_dim=128,tile_q=64,tile_kv=64,mma=wgmma_ws",
        "invalid spec: mma = wgmma_ws: takes head_dim 128 with tile_q 128, or head_dim 64 with "
        "tile_q 192, and tile_kv 64 or 128 (here 128, 64 x 64)"},
