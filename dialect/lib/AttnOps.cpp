@@ -75,7 +75,7 @@ LogicalResult StandardAttentionOp::verify() {
       failed(sameDim(*this, getLse(), 1, "q_len", "lse", getQ(), 1, "q")))
     return failure();
   // The pipeline takes head counts and lengths at run time, as the kernels do.
-  for (auto [value, name] : {std::pair{getQ(), "q"}, {getK(), "k"}})
+  for (auto [value, name] : {std::pair{getQ(), "q"}, {getK(), "k"}, {getLse(), "lse"}})
     for (int64_t d : {0, 1})
       if (!ShapedType::isDynamic(dim(value, d)))
         return emitOpError() << "dimension " << d << " of " << name << " ("
@@ -106,9 +106,10 @@ LogicalResult LoadQTileOp::verify() {
       expected > (int64_t(1) << 31))
     return emitOpError() << "tile_q * group = " << getTileQ() << " * " << getGroup()
                          << " is larger than 2^31 rows";
-  if (!ShapedType::isDynamic(rows) && rows != expected)
-    return emitOpError() << "result has " << rows << " rows, expected tile_q * group = "
-                         << expected;
+  if (!ShapedType::isDynamic(rows))
+    return emitOpError() << "the result's rows (dimension 0) must be dynamic: up to tile_q * "
+                            "group = "
+                         << expected << ", fewer in a sequence's last tile";
   if (failed(sameDim(*this, getResult(), 1, "head_dim", "result", getSource(), 2, "source")))
     return failure();
   return sameElementType(*this, getResult(), "result", getSource(), "source");
@@ -127,6 +128,11 @@ LogicalResult StoreOTileOp::verify() {
     return emitOpError() << "expected a rank-2 tile into a rank-3 output or a rank-1 "
                             "tile into a rank-2 lse, got rank "
                          << tile.getRank() << " into rank " << dest.getRank();
+  if (!ShapedType::isDynamic(tile.getDimSize(0)))
+    return emitOpError("the tile's rows (dimension 0) must be dynamic: fewer in a sequence's "
+                       "last tile");
+  if (tile.getRank() == 2 && ShapedType::isDynamic(tile.getDimSize(1)))
+    return emitOpError("head_dim (dimension 1 of the tile) must be static");
   if (tile.getRank() == 2)
     return sameDim(*this, getTile(), 1, "head_dim", "tile", getDest(), 2, "dest");
   return success();
@@ -135,6 +141,8 @@ LogicalResult StoreOTileOp::verify() {
 LogicalResult LoadKVTileOp::verify() {
   if (ShapedType::isDynamic(dim(getResult(), 0)))
     return emitOpError("the tile size (dimension 0 of the result) must be static");
+  if (ShapedType::isDynamic(dim(getResult(), 1)))
+    return emitOpError("head_dim (dimension 1 of the result) must be static");
   if (failed(sameDim(*this, getResult(), 1, "head_dim", "result", getSource(), 2, "source")))
     return failure();
   return sameElementType(*this, getResult(), "result", getSource(), "source");
@@ -175,6 +183,9 @@ static LogicalResult sameStateType(Operation *op, Value m, Value l, Value acc) {
 LogicalResult StateInitOp::verify() {
   if (ShapedType::isDynamic(dim(getLike(), 1)))
     return emitOpError("head_dim (dimension 1 of the query tile) must be static");
+  if (!ShapedType::isDynamic(dim(getLike(), 0)))
+    return emitOpError("the query tile's rows (dimension 0) must be dynamic: fewer in a "
+                       "sequence's last tile");
   if (failed(sameStateType(*this, getM(), getL(), getAcc())) ||
       failed(sameDim(*this, getAcc(), 1, "head_dim", "acc", getLike(), 1, "the query tile")) ||
       failed(sameDim(*this, getAcc(), 0, "rows", "acc", getLike(), 0, "the query tile")))
@@ -183,6 +194,9 @@ LogicalResult StateInitOp::verify() {
 }
 
 LogicalResult QKOp::verify() {
+  if (!ShapedType::isDynamic(dim(getQ(), 0)) || !ShapedType::isDynamic(dim(getScores(), 0)))
+    return emitOpError("the rows of q and scores (dimension 0) must be dynamic: fewer in a "
+                       "sequence's last tile");
   if (ShapedType::isDynamic(dim(getK(), 0)))
     return emitOpError("the key tile (dimension 0 of k) must be static");
   if (ShapedType::isDynamic(dim(getK(), 1)))

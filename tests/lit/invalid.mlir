@@ -91,7 +91,7 @@ func.func @gather_block_table_type(%c: tensor<?x16x?x64xf32>, %bt: tensor<?xi64>
 // -----
 
 func.func @q_tile_rows(%q: tensor<?x?x64xf32>, %h: index, %i: index) {
-  // expected-error@+1 {{result has 16 rows, expected tile_q * group = 32}}
+  // expected-error@+1 {{the result's rows (dimension 0) must be dynamic: up to tile_q * group = 32, fewer in a sequence's last tile}}
   %t = attn.load_q_tile %q[%h, %i] tile_q 8 group 4 : tensor<?x?x64xf32> -> tensor<16x64xf32>
   return
 }
@@ -514,6 +514,39 @@ func.func @tiles_mask_disagrees(%sc: tensor<?x16xf32>, %n: index) -> tensor<?x16
   // expected-error@+1 {{the op's mask is causal but the function's attn.spec says mask = none}}
   %m = attn.mask %sc, %n, %n, %n, %n mask #attn.mask<causal> tile_q 16 : tensor<?x16xf32>
   return %m : tensor<?x16xf32>
+}
+
+// -----
+
+// The lowering takes rows at run time (a sequence's last tile has fewer) and head_dim as given.
+func.func @lse_static(%q: tensor<?x?x64xf32>, %s: f32) -> tensor<4x8xf32> {
+  // expected-error@+1 {{dimension 0 of lse (heads) must be dynamic: the kernels take it at run time}}
+  %o, %l = attn.standard_attention %q, %q, %q scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, f32 -> tensor<?x?x64xf32>, tensor<4x8xf32>
+  return %l : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @state_rows_static(%qt: tensor<8x32xf32>) {
+  // expected-error@+1 {{the query tile's rows (dimension 0) must be dynamic}}
+  %m, %l, %acc = attn.state_init like %qt : tensor<8x32xf32> -> tensor<8xf32>, tensor<8xf32>, tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @kv_head_dim_dynamic(%k: tensor<?x?x32xf32>, %h: index) -> tensor<8x?xf32> {
+  // expected-error@+1 {{head_dim (dimension 1 of the result) must be static}}
+  %t = attn.load_kv_tile %k[%h, %h] : tensor<?x?x32xf32> -> tensor<8x?xf32>
+  return %t : tensor<8x?xf32>
+}
+
+// -----
+
+func.func @o_tile_head_dim_dynamic(%t: tensor<?x?xf32>, %o: tensor<?x?x32xf32>, %h: index) -> tensor<?x?x32xf32> {
+  // expected-error@+1 {{head_dim (dimension 1 of the tile) must be static}}
+  %r = attn.store_o_tile %t into %o[%h, %h] tile_q 4 group 1 : tensor<?x?xf32> into tensor<?x?x32xf32>
+  return %r : tensor<?x?x32xf32>
 }
 
 // -----
