@@ -89,32 +89,125 @@ static bool dimAgrees(Value value, unsigned dim, int64_t want) {
          type.getDimSize(dim) == want;
 }
 
+namespace {
+/// One function's ops against its attn.spec, in one walk (SpecChecks::op).
+/// The passes read the tile sizes, mask, group, page size and mode from the
+/// spec and the shapes from the IR; where the two disagree they would build
+/// a kernel for neither. So every textbook op must say what the spec says.
 /// The tile-level ops carry the sizes the passes took from the spec (tile_q,
 /// the group, the mask, page_size) and tiles of tile_kv keys; the backends
 /// lower them from the ops, so an op edited to say otherwise would index
-/// pages or rows that are not there. Each must say what the spec says; the
-/// query/output tile ops group 1 query head (before attn-share-kv-heads) or
-/// the spec's gqa, all of them alike.
-static LogicalResult verifyTilesAgainstSpec(Operation *func, const Spec &spec) {
-  std::optional<int64_t> group;
-  auto says = [&](Operation *op, const char *field, int64_t value, int64_t want) {
+/// pages or rows that are not there: each must say what the spec says too,
+/// the query/output tile ops grouping 1 query head (before
+/// attn-share-kv-heads) or the spec's gqa, all of them alike.
+class SpecChecks {
+public:
+  explicit SpecChecks(const Spec &spec) : spec(spec) {}
+
+  /// False (with the error said) where `op` disagrees with the spec.
+  bool op(Operation *op) {
+    if (!verifiesItself(op))
+      return false;
+    if (auto attention = dyn_cast<StandardAttentionOp>(op))
+      return textbook(attention);
+    if (auto gather = dyn_cast<GatherPagesOp>(op)) {
+      if (spec.page_size == 0) {
+        op->emitError("attn.gather_pages reads the cache through a block table but the "
+                      "function's attn.spec says page_size = 0 (a contiguous cache)");
+        return false;
+      }
+      return succeeded(matchesSpec(op, gather.getResult(), "the gathered cache", spec)) &&
+             pagesOf(op, gather.getCache());
+    }
+    if (auto load = dyn_cast<LoadQTileOp>(op))
+      return qoTile(op, load.getTileQ(), load.getGroup());
+    if (auto store = dyn_cast<StoreOTileOp>(op))
+      return qoTile(op, store.getTileQ(), store.getGroup());
+    if (auto mask = dyn_cast<MaskOp>(op))
+      return maskIs(op, mask.getMask().getValue()) &&
+             says(op, "tile_q", mask.getTileQ(), spec.tile_q) &&
+             tileOf(op, mask.getScores(), 1, "the score tile");
+    if (auto classify = dyn_cast<ClassifyTilesOp>(op))
+      return maskIs(op, classify.getMask().getValue()) &&
+             says(op, "tile_q", classify.getTileQ(), spec.tile_q) &&
+             says(op, "tile_kv", classify.getTileKv(), spec.tile_kv);
+    if (auto qk = dyn_cast<QKOp>(op))
+      return tileOf(op, qk.getK(), 0, "the key tile") &&
+             tileOf(op, qk.getScores(), 1, "the score tile");
+    if (auto kv = dyn_cast<LoadKVTileOp>(op))
+      return tileOf(op, kv.getResult(), 0, "the tile");
+    if (auto lookup = dyn_cast<BlockTableLookupOp>(op))
+      return says(op, "page_size", lookup.getPageSize(), spec.page_size) &&
+             tileOf(op, lookup.getSlots(), 0, "the slot vector");
+    if (auto paged = dyn_cast<LoadPagedKVTileOp>(op))
+      return tileOf(op, paged.getSlots(), 0, "the slot vector") &&
+             tileOf(op, paged.getResult(), 0, "the tile") && pagesOf(op, paged.getCache());
+    return true;
+  }
+
+private:
+  const Spec &spec;
+  std::optional<int64_t> group; ///< what the first query/output tile op said
+
+  bool textbook(StandardAttentionOp attention) {
+    Operation *op = attention;
+    if (failed(matchesSpec(op, attention.getQ(), "q", spec)) ||
+        failed(matchesSpec(op, attention.getK(), "k", spec)) ||
+        failed(matchesSpec(op, attention.getV(), "v", spec)) ||
+        !maskIs(op, attention.getMask().getValue()))
+      return false;
+    Builder b(op->getContext());
+    const Type acc = spec.dtype == DType::F64 ? Type(b.getF64Type()) : Type(b.getF32Type());
+    if (attention.getScale().getType() != acc) {
+      op->emitError() << "the scale is " << attention.getScale().getType()
+                      << " but the function's attn.spec (dtype = " << attn::name(spec.dtype)
+                      << ") accumulates in " << acc;
+      return false;
+    }
+    if (!says(op, "gqa", static_cast<int64_t>(attention.getGqa()), spec.gqa))
+      return false;
+    // A paged kernel reads K and V through attn.gather_pages (which says
+    // when the spec is not paged).
+    for (auto [value, what] : {std::pair{attention.getK(), "k"}, {attention.getV(), "v"}})
+      if (spec.page_size > 0 && !value.getDefiningOp<GatherPagesOp>()) {
+        op->emitError() << what << " is not read through a block table (attn.gather_pages) "
+                        << "but the function's attn.spec says page_size = " << spec.page_size;
+        return false;
+      }
+    return true;
+  }
+  bool says(Operation *op, const char *field, int64_t value, int64_t want) {
     if (value == want)
       return true;
     op->emitError() << "the op says " << field << " " << value
                     << " but the function's attn.spec says " << field << " = " << want;
     return false;
-  };
-  auto tileOf = [&](Operation *op, Value value, unsigned dim, const char *what) {
+  }
+  bool maskIs(Operation *op, const Mask &mask) {
+    if (mask == spec.mask)
+      return true;
+    op->emitError() << "the op's mask is " << mask.str()
+                    << " but the function's attn.spec says mask = " << spec.mask.str();
+    return false;
+  }
+  bool tileOf(Operation *op, Value value, unsigned dim, const char *what) {
     if (dimAgrees(value, dim, spec.tile_kv))
       return true;
     op->emitError() << what << " has " << cast<RankedTensorType>(value.getType()).getDimSize(dim)
                     << " keys but the function's attn.spec says tile_kv = " << spec.tile_kv;
     return false;
-  };
-  auto qoTile = [&](Operation *op, int64_t tileQ, int64_t opGroup) {
-    if (!says(op, "tile_q", tileQ, spec.tile_q))
-      return false;
-    if (opGroup != 1 && !says(op, "group", opGroup, spec.gqa))
+  }
+  bool pagesOf(Operation *op, Value cache) {
+    if (dimAgrees(cache, 1, spec.page_size))
+      return true;
+    op->emitError() << "the cache has pages of "
+                    << cast<RankedTensorType>(cache.getType()).getDimSize(1)
+                    << " tokens but the function's attn.spec says page_size = " << spec.page_size;
+    return false;
+  }
+  bool qoTile(Operation *op, int64_t tileQ, int64_t opGroup) {
+    if (!says(op, "tile_q", tileQ, spec.tile_q) ||
+        (opGroup != 1 && !says(op, "group", opGroup, spec.gqa)))
       return false;
     if (group && *group != opGroup) {
       op->emitError() << "the op says group " << opGroup << " but another query/output tile op of "
@@ -123,109 +216,14 @@ static LogicalResult verifyTilesAgainstSpec(Operation *func, const Spec &spec) {
     }
     group = opGroup;
     return true;
-  };
-  auto maskIs = [&](Operation *op, const Mask &mask) {
-    if (mask == spec.mask)
-      return true;
-    op->emitError() << "the op's mask is " << mask.str() << " but the function's attn.spec says mask = "
-                    << spec.mask.str();
-    return false;
-  };
-  WalkResult walk = func->walk([&](Operation *op) {
-    if (!verifiesItself(op))
-      return WalkResult::interrupt();
-    bool ok = true;
-    if (auto load = dyn_cast<LoadQTileOp>(op))
-      ok = qoTile(op, load.getTileQ(), load.getGroup());
-    else if (auto store = dyn_cast<StoreOTileOp>(op))
-      ok = qoTile(op, store.getTileQ(), store.getGroup());
-    else if (auto mask = dyn_cast<MaskOp>(op))
-      ok = maskIs(op, mask.getMask().getValue()) && says(op, "tile_q", mask.getTileQ(), spec.tile_q) &&
-           tileOf(op, mask.getScores(), 1, "the score tile");
-    else if (auto classify = dyn_cast<ClassifyTilesOp>(op))
-      ok = maskIs(op, classify.getMask().getValue()) &&
-           says(op, "tile_q", classify.getTileQ(), spec.tile_q) &&
-           says(op, "tile_kv", classify.getTileKv(), spec.tile_kv);
-    else if (auto qk = dyn_cast<QKOp>(op))
-      ok = tileOf(op, qk.getK(), 0, "the key tile") && tileOf(op, qk.getScores(), 1, "the score tile");
-    else if (auto kv = dyn_cast<LoadKVTileOp>(op))
-      ok = tileOf(op, kv.getResult(), 0, "the tile");
-    else if (auto lookup = dyn_cast<BlockTableLookupOp>(op))
-      ok = says(op, "page_size", lookup.getPageSize(), spec.page_size) &&
-           tileOf(op, lookup.getSlots(), 0, "the slot vector");
-    else if (auto paged = dyn_cast<LoadPagedKVTileOp>(op)) {
-      ok = tileOf(op, paged.getSlots(), 0, "the slot vector") &&
-           tileOf(op, paged.getResult(), 0, "the tile");
-      if (ok && !dimAgrees(paged.getCache(), 1, spec.page_size)) {
-        op->emitError() << "the cache has pages of "
-                        << cast<RankedTensorType>(paged.getCache().getType()).getDimSize(1)
-                        << " tokens but the function's attn.spec says page_size = " << spec.page_size;
-        ok = false;
-      }
-    }
-    return ok ? WalkResult::advance() : WalkResult::interrupt();
-  });
-  return failure(walk.wasInterrupted());
-}
+  }
+};
+} // namespace
 
-/// The passes read the tile sizes, mask, group, page size and mode from the
-/// spec and the shapes from the IR; where the two disagree they would build
-/// a kernel for neither. So every textbook op must say what the spec says.
 static LogicalResult verifySpecAgainstBody(Operation *func, const Spec &spec) {
-  WalkResult walk = func->walk([&](Operation *op) {
-    if (!verifiesItself(op))
-      return WalkResult::interrupt();
-    if (auto attention = dyn_cast<StandardAttentionOp>(op)) {
-      if (failed(matchesSpec(op, attention.getQ(), "q", spec)) ||
-          failed(matchesSpec(op, attention.getK(), "k", spec)) ||
-          failed(matchesSpec(op, attention.getV(), "v", spec)))
-        return WalkResult::interrupt();
-      if (!(attention.getMask().getValue() == spec.mask)) {
-        op->emitError() << "the op's mask is " << attention.getMask().getValue().str()
-                        << " but the function's attn.spec says mask = " << spec.mask.str();
-        return WalkResult::interrupt();
-      }
-      Builder b(op->getContext());
-      const Type acc = spec.dtype == DType::F64 ? Type(b.getF64Type()) : Type(b.getF32Type());
-      if (attention.getScale().getType() != acc) {
-        op->emitError() << "the scale is " << attention.getScale().getType()
-                        << " but the function's attn.spec (dtype = " << attn::name(spec.dtype)
-                        << ") accumulates in " << acc;
-        return WalkResult::interrupt();
-      }
-      if (static_cast<int64_t>(attention.getGqa()) != spec.gqa) {
-        op->emitError() << "the op says gqa " << static_cast<int64_t>(attention.getGqa())
-                        << " but the function's attn.spec says gqa = " << spec.gqa;
-        return WalkResult::interrupt();
-      }
-      // A paged kernel reads K and V through attn.gather_pages (which says
-      // when the spec is not paged, below).
-      for (auto [value, what] : {std::pair{attention.getK(), "k"}, {attention.getV(), "v"}}) {
-        if (spec.page_size > 0 && !value.getDefiningOp<GatherPagesOp>()) {
-          op->emitError() << what << " is not read through a block table (attn.gather_pages) "
-                          << "but the function's attn.spec says page_size = " << spec.page_size;
-          return WalkResult::interrupt();
-        }
-      }
-    } else if (auto gather = dyn_cast<GatherPagesOp>(op)) {
-      if (spec.page_size == 0) {
-        op->emitError("attn.gather_pages reads the cache through a block table but the "
-                      "function's attn.spec says page_size = 0 (a contiguous cache)");
-        return WalkResult::interrupt();
-      }
-      if (failed(matchesSpec(op, gather.getResult(), "the gathered cache", spec)))
-        return WalkResult::interrupt();
-      auto cache = dyn_cast<RankedTensorType>(gather.getCache().getType());
-      if (cache && cache.getRank() >= 2 && !ShapedType::isDynamic(cache.getDimSize(1)) &&
-          cache.getDimSize(1) != spec.page_size) {
-        op->emitError() << "the cache has pages of " << cache.getDimSize(1)
-                        << " tokens but the function's attn.spec says page_size = "
-                        << spec.page_size;
-        return WalkResult::interrupt();
-      }
-    }
-    return WalkResult::advance();
-  });
+  SpecChecks checks(spec);
+  WalkResult walk = func->walk(
+      [&](Operation *op) { return checks.op(op) ? WalkResult::advance() : WalkResult::interrupt(); });
   return failure(walk.wasInterrupted());
 }
 
@@ -240,9 +238,7 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   // attribute).
   if (!isa<FunctionOpInterface>(op))
     return op->emitError("attn.spec belongs on the function of the kernel it describes");
-  if (failed(verifySpecAgainstBody(op, spec.getValue())))
-    return failure();
-  return verifyTilesAgainstSpec(op, spec.getValue());
+  return verifySpecAgainstBody(op, spec.getValue());
 }
 
 //===----------------------------------------------------------------------===//
