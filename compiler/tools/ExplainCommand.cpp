@@ -129,26 +129,31 @@ double keysRead(const Spec &spec, int64_t tileQ, int64_t qLen, int64_t n) {
 int64_t scoreBytes(const Spec &spec) { return spec.dtype == DType::F64 ? 8 : 4; }
 std::string scoreType(const Spec &spec) { return scoreBytes(spec) == 8 ? "f64" : "fp32"; }
 
-/// The decode model: one KV head, its gqa query heads, one token each.
+/// The decode model: one KV head, its gqa query heads, tile_q query tokens
+/// each (one, or a few under speculative decoding).
 void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
-  const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype), g = spec.gqa;
+  const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype), g = spec.gqa, t = spec.tile_q;
   const bool fixedSplits = spec.split_kv != kSplitKVAuto;
   const int64_t s = fixedSplits ? spec.split_kv : 1;
   const int64_t sb = scoreBytes(spec);
   const std::string st = scoreType(spec);
-  const int64_t rows = spec.tile_q * g; // a block's (a split's) query rows: tokens x the group
+  const int64_t rows = t * g; // a block's (a split's) query rows: tokens x the group
+  // "q (d)" for one token, "q (t d)" with t = 3 tokens.
+  const std::string tt = t == 1 ? "" : "t ", gd = t == 1 ? "gd" : "t g d", gN = t == 1 ? "gN" : "t g N";
   llvm::outs() << "spec " << spec.str() << "\n\n"
-               << "Model, for one KV head and its g = " << g
-               << " query heads, one query token each, N cached keys, head_dim d = " << d << ", "
-               << b << "-byte elements, " << st << " scores:\n"
-               << "  textbook HBM:  per query head: read q (d) + read K and V (2Nd) + write S, "
-                  "read S, write P, read P (4 N " << st << ") + write o (d)\n"
-               << "  kernel HBM:    read the g queries (gd) + read K and V once for the group "
+               << "Model, for one KV head and its g = " << g << " query heads, "
+               << (t == 1 ? std::string("one query token each") : "t = " + std::to_string(t) + " query tokens each")
+               << ", N cached keys, head_dim d = " << d << ", " << b << "-byte elements, " << st
+               << " scores:\n"
+               << "  textbook HBM:  per query head: read q (" << tt << "d) + read K and V (2Nd) + write S, "
+                  "read S, write P, read P (4 " << tt << "N " << st << ") + write o (" << tt << "d)\n"
+               << "  kernel HBM:    read the group's queries (" << gd << ") + read K and V once for the group "
                << (spec.mask.kind == MaskKind::None ? "(2Nd)" : "(2Kd, K the keys of the tiles the mask leaves)")
-               << " + write O (gd)"
-               << (s > 1 ? " + write and read the splits' partial states (2 s g (d + 1) " + st + ")" : "")
+               << " + write O (" << gd << ")"
+               << (s > 1 ? " + write and read the splits' partial states (2 s " + tt + "g (d + 1) " + st + ")" : "")
                << "\n"
-               << "  textbook peak scratch: S and P, N " << st << " per query head (in place: gN)\n";
+               << "  textbook peak scratch: S and P, " << tt << "N " << st << " per query head (in place: "
+               << gN << ")\n";
   if (spec.isGPU())
     llvm::outs() << "  kernel peak scratch:   s thread blocks (one per split), each the group's "
                     "query rows + "
@@ -165,25 +170,25 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                                     "heads and the GPU"
                                   : "on the CPU the caller gives the split count (attnc run "
                                     "--num-splits, 4 unless given)")
-                 << "; the table assumes one split (each split adds 2 g (d + 1) " << st
+                 << "; the table assumes one split (each split adds 2 " << tt << "g (d + 1) " << st
                  << " of partial state)\n";
   llvm::outs() << "\n"
                << llvm::format("%8s %14s %14s %8s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "ratio", "textbook scratch", "kernel scratch");
   for (int64_t n : lengths) {
-    const double tbHBM = g * (2.0 * d * b + 2.0 * n * d * b + 4.0 * n * sb);
-    const double kHBM = 2.0 * g * d * b + 2.0 * keysRead(spec, 1, 1, n) * d * b +
-                        (s > 1 ? 2.0 * s * g * (d + 1) * sb : 0);
+    const double tbHBM = g * (2.0 * t * d * b + 2.0 * n * d * b + 4.0 * t * n * sb);
+    const double kHBM = 2.0 * rows * d * b + 2.0 * keysRead(spec, t, t, n) * d * b +
+                        (s > 1 ? 2.0 * s * rows * (d + 1) * sb : 0);
     const double perSplit = spec.isGPU() ? double(sharedMemoryBytes(spec))
                                          : double(rows + 2 * spec.tile_kv) * d * b +
                                                double(rows) * (spec.tile_kv + d + 2) * sb;
     llvm::outs() << llvm::format("%8lld %14s %14s %7.1fx %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(), tbHBM / kHBM,
-                                 bytes(double(g) * n * sb).c_str(), bytes(s * perSplit).c_str());
+                                 bytes(double(rows) * n * sb).c_str(), bytes(s * perSplit).c_str());
   }
   llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
                   "g (1 + "
-               << 2 * sb << " / (d b)), the group's one read of K and V plus the textbook's score "
+               << 2 * t * sb << " / (d b)), the group's one read of K and V plus the textbook's score "
                   "traffic"
                << (spec.mask.kind == MaskKind::SlidingWindow
                        ? "; with a sliding window the kernel reads only the window's tiles, so "
@@ -327,7 +332,9 @@ int explain(const ExplainOptions &o) {
     return 0;
   }
   const int64_t d = spec.head_dim, b = bytesPerElement(spec.dtype);
-  const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = kvStages(spec);
+  // GPU blocks keep kvStages K/V tiles in shared memory; the CPU kernel
+  // loads one K and one V tile per step (it has no stages).
+  const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = spec.isGPU() ? kvStages(spec) : 1;
   const int64_t sb = scoreBytes(spec);
   const std::string st = scoreType(spec);
   llvm::outs() << "spec " << spec.str() << "\n\n"
@@ -337,8 +344,9 @@ int explain(const ExplainOptions &o) {
                   "(4 N^2 " << st << ") + write O (Nd)\n"
                << "  kernel HBM:    read Q once (Nd) + read K and V once per query tile "
                << (spec.mask.kind == MaskKind::None
-                       ? "(2Nd * N/tile_q)"
-                       : "(2Kd, K the keys of the tiles the mask leaves each of the N/tile_q tiles)")
+                       ? "(2Nd * ceil(N/tile_q))"
+                       : "(2Kd, K the keys of the tiles the mask leaves each of the ceil(N/tile_q) "
+                         "tiles)")
                << " + write O (Nd)\n"
                << "  textbook peak scratch: S and P, N^2 " << st << " each (in place: N^2)\n";
   // A GPU block's scratch is its shared memory (the scores stay in
@@ -348,9 +356,8 @@ int explain(const ExplainOptions &o) {
                     "prints it): the Q tile + "
                  << counted(stages, "stage") << " of K and V tiles; the score tile stays in registers\n\n";
   else
-    llvm::outs() << "  kernel peak scratch:   the Q tile + " << counted(stages, "stage")
-                 << " of K and V tiles, (tile_q + " << 2 * stages
-                 << " tile_kv) d elements, + the tiles of the step: 1 to 3 score tiles (S, "
+    llvm::outs() << "  kernel peak scratch:   the Q tile + a K and a V tile, (tile_q + 2 tile_kv) "
+                    "d elements, + the tiles of the step: 1 to 3 score tiles (S, "
                     "masked S, P: tile_q tile_kv "
                  << st << " each, as the CPU lowering holds them) and 1 to 2 accumulators "
                  << "(acc, acc_new: tile_q d " << st << ")\n\n";
@@ -384,6 +391,8 @@ int explain(const ExplainOptions &o) {
   cpu.mode = Mode::Prefill;
   cpu.gqa = 1;
   cpu.return_lse = false;
+  cpu.stages = kStagesAuto; // GPU-only fields
+  cpu.mma = MmaKind::Auto;
   if (auto e = validateSpec(cpu)) {
     llvm::errs() << "attnc explain: cannot measure on the CPU: " << e->message() << "\n";
     return 1;

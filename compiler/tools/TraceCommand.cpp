@@ -119,7 +119,10 @@ int trace(const TraceOptions &o) {
                  << std::min(qStart + tileQ, qLen) - 1;
   if (splits > 1)
     llvm::outs() << "; " << splits << " KV splits"
-                 << (spec->split_kv == kSplitKVAuto ? " (split_kv = auto: 2 on the CPU)" : "");
+                 << (spec->split_kv == kSplitKVAuto ? " (split_kv = auto: trace takes 2)" : "");
+  if (spec->gqa > 1)
+    llvm::outs() << "; one query head and its KV head (every head of a GQA group runs this "
+                    "recurrence on its own row)";
   llvm::outs() << "\n\n";
   llvm::outs() << llvm::format("%5s %-11s %-8s %12s %12s %12s %9s %12s\n", "tile", "keys",
                                "class", "m", "alpha", "l", "rescales", "max err");
