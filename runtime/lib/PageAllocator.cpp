@@ -146,8 +146,15 @@ bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
   }
   if (count == 0)
     return true;
-  Sequence &s = sequences_[sequence];
-  s.pages.reserve(s.pages.size() + count); // nothing below can fail once a slot is taken
+  auto [entry, added] = sequences_.try_emplace(sequence);
+  Sequence &s = entry->second;
+  try {
+    s.pages.reserve(s.pages.size() + count); // nothing below can fail once a slot is taken
+  } catch (...) {
+    if (added) // all or nothing: a new sequence that got no page is not kept
+      sequences_.erase(entry);
+    throw;
+  }
   for (int64_t i = 0; i < count; ++i) {
     // Where its last page came from, while that window has room; else the
     // window with the most room among those no other sequence grows in, or

@@ -151,9 +151,10 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
 }
 
 TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {
-  attnc_kernel *kernel = nullptr;
+  attnc_kernel *kernel = reinterpret_cast<attnc_kernel *>(&kernel); // stale, not null
   CHECK(attnc_kernel_get(nullptr, "gqa=4", &kernel) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "runtime is a null pointer");
+  CHECK(kernel == nullptr); // NULL on every failure
   CHECK(attnc_launch(nullptr, nullptr, nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "kernel is a null pointer");
   const char *specs[] = {"gqa=4"};

@@ -133,7 +133,7 @@ ATTNC_API attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *ou
  *  for this GPU), else memory, the disk cache or NVRTC (the C API has no
  *  AOT-only mode: attn::Runtime::setAotOnly is C++). A spec without a target
  *  gets the GPU's. The kernel stays valid until released (the runtime keeps
- *  its own reference while it lives). */
+ *  its own reference while it lives); *out is NULL on failure. */
 ATTNC_API attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec,
                                         attnc_kernel **out);
 ATTNC_API void attnc_kernel_release(attnc_kernel *kernel);

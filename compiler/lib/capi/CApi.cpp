@@ -292,10 +292,11 @@ attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t 
 
 attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_kernel **out) {
   return guarded([&] {
+    if (out)
+      *out = nullptr; // NULL on every failure
     if (!runtime || !spec || !out)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   std::string(!runtime ? "runtime" : !spec ? "spec" : "out") + " is a null pointer");
-    *out = nullptr;
     SpecResult parsed = parseSpec(withTarget(spec, name(runtime->runtime->target())));
     if (!parsed)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
