@@ -12,6 +12,7 @@
 
 #ifdef ATTNC_HAVE_NVRTC
 #include "attnc/EmitCuda.h"
+#include "attnc/KernelCache.h"
 #include "attnc/Nvrtc.h"
 #include "attn/params.cuh"
 #endif
@@ -23,9 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -161,7 +160,7 @@ void removeStoppedRunsFolders(const std::string &output) {
       continue;
     const pid_t pid = static_cast<pid_t>(std::stol(digits));
     std::string why;
-    if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH ||
+    if (pid == getpid() || !processGone(pid) ||
         !llvm::sys::fs::is_directory(it->path()) || !holdsOnlyBundleFiles(it->path(), why))
       continue; // its writer may still run, or it is not ours
     if (!llvm::sys::fs::remove_directories(it->path()))
@@ -344,12 +343,18 @@ int aot(const AotOptions &o) {
   std::vector<std::string> archs;
   {
     std::istringstream in(o.archs);
-    for (std::string a; std::getline(in, a, ',');)
-      if (!(a = trim(a)).empty()) {
-        if (a != "sm_80" && a != "sm_90a")
-          return fail("--arch " + a + ": the architectures are sm_80 and sm_90a");
+    const std::string emptyName =
+        "--arch '" + o.archs + "': an empty name in the list (write sm_80,sm_90a)";
+    if (!o.archs.empty() && o.archs.back() == ',')
+      return fail(emptyName);
+    for (std::string a; std::getline(in, a, ',');) {
+      if ((a = trim(a)).empty())
+        return fail(emptyName);
+      if (a != "sm_80" && a != "sm_90a")
+        return fail("--arch " + a + ": the architectures are sm_80 and sm_90a");
+      if (std::find(archs.begin(), archs.end(), a) == archs.end())
         archs.push_back(a);
-      }
+    }
   }
   if (archs.empty())
     return fail("--arch names no architecture");

@@ -81,6 +81,10 @@ const char *name(CacheSource s) {
   return "?";
 }
 
+bool processGone(long pid) {
+  return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 std::string KernelCache::defaultDirectory() {
   if (const char *d = std::getenv("ATTNC_CACHE_DIR"); d && *d)
     return d;
@@ -386,7 +390,7 @@ int KernelCache::clear(const std::string &dir, std::string *error) {
       if (n[0] != '.' || tmp == std::string::npos || !looksLikeKey(n.substr(1, tmp - 1)))
         continue;
       const long pid = std::strtol(n.c_str() + tmp + 5, nullptr, 10);
-      if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH))
+      if (!processGone(pid))
         continue; // a writer that may still be writing
       if (writtenByAttnc(file))
         leftovers.push_back(file);

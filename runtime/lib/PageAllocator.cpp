@@ -95,16 +95,21 @@ std::tuple<bool, int64_t, int64_t> PageAllocator::rank(int64_t window) const {
   return {growing_[window] > 0, -freeInWindow_[window], window};
 }
 
+// A window's rank changes by moving its node in byFree_ (extract, rewrite,
+// insert the same node): no allocation, so nothing can throw half-way and
+// leave a window out of the set.
 void PageAllocator::setFree(int64_t window, int64_t count) {
-  byFree_.erase(rank(window));
+  auto node = byFree_.extract(rank(window));
   freeInWindow_[window] = count;
-  byFree_.insert(rank(window));
+  node.value() = rank(window);
+  byFree_.insert(std::move(node));
 }
 
 void PageAllocator::setGrowing(int64_t window, int64_t delta) {
-  byFree_.erase(rank(window));
+  auto node = byFree_.extract(rank(window));
   growing_[window] += delta;
-  byFree_.insert(rank(window));
+  node.value() = rank(window);
+  byFree_.insert(std::move(node));
 }
 
 int32_t PageAllocator::take(int64_t window) {

@@ -15,9 +15,10 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
   const CudaDriver *cu = CudaDriver::get(error);
   if (!cu)
     return nullptr;
-  std::unique_ptr<Runtime> rt(new Runtime(cacheDir));
-  rt->cu_ = cu;
-  CUresult rc = cu->cuCtxGetCurrent(&rt->ctx_);
+  // The context and the GPU first: a runtime that cannot be made leaves no
+  // cache directory behind (the kernel cache creates it).
+  CUcontext ctx = nullptr;
+  CUresult rc = cu->cuCtxGetCurrent(&ctx);
   CUdevice dev = 0;
   // The device's primary context, retained when the thread has none current:
   // the runtime keeps it for the life of the process (its kernels may outlive
@@ -29,13 +30,13 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
       cu->cuDevicePrimaryCtxRelease(dev);
     }
   };
-  if (rc == CUDA_SUCCESS && !rt->ctx_) {
+  if (rc == CUDA_SUCCESS && !ctx) {
     rc = cu->cuDeviceGet(&dev, 0);
     if (rc == CUDA_SUCCESS)
-      rc = cu->cuDevicePrimaryCtxRetain(&rt->ctx_, dev);
+      rc = cu->cuDevicePrimaryCtxRetain(&ctx, dev);
     retained = rc == CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS)
-      rc = cu->cuCtxSetCurrent(rt->ctx_);
+      rc = cu->cuCtxSetCurrent(ctx);
   } else if (rc == CUDA_SUCCESS) {
     rc = cu->cuCtxGetDevice(&dev);
   }
@@ -51,14 +52,17 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
   }
   char name[256] = {0};
   cu->cuDeviceGetName(name, sizeof(name), dev);
-  rt->name_ = name;
-  rt->ccMajor_ = major;
   if (major < 8) {
     error = std::string("the GPU (") + name + ", compute capability " + std::to_string(major) +
             "." + std::to_string(minor) + ") is older than sm_80, which attnc's kernels need";
     giveBack();
     return nullptr;
   }
+  std::unique_ptr<Runtime> rt(new Runtime(cacheDir));
+  rt->cu_ = cu;
+  rt->ctx_ = ctx;
+  rt->name_ = name;
+  rt->ccMajor_ = major;
   rt->arch_ = major == 9 ? "sm_90a" : "sm_" + std::to_string(major) + std::to_string(minor);
   return rt;
 }
