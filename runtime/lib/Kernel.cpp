@@ -116,6 +116,10 @@ std::string validateSizes(const Spec &spec, const AttentionArgs &a, int splits,
   if (a.max_q_len > kInt32Max || a.max_kv_len > kInt32Max)
     return "sequences longer than 2^31 - 1 tokens are not supported";
   if (spec.mode == Mode::Decode) {
+    // A decode block's rows are a sequence's tokens times the group's heads, an int.
+    if (a.max_q_len * spec.gqa > kInt32Max)
+      return "max_q_len = " + str(a.max_q_len) + " query tokens of gqa = " + str(spec.gqa) +
+             " heads each make more than 2^31 - 1 rows for a decode block";
     if (splits < 1 || splits > kMaxSplitKV)
       return "num_splits = " + str(splits) + " must be in 1.." + str(kMaxSplitKV);
     // A size past int64 would read negative where it is returned as one
@@ -142,6 +146,15 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
     std::snprintf(text, sizeof text, "%g", a.scale);
     return "scale = " + std::string(text) +
            " is too large: scale x log2(e) must fit in f32, the type the scores are computed in";
+  }
+  // A positive scale below f32's normal range would be a factor of 0 there, and
+  // a masked score's -inf x 0 a NaN.
+  if (a.scale > 0 && a.scale * kLog2e < std::numeric_limits<float>::min()) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", a.scale);
+    return "scale = " + std::string(text) +
+           " is too small: scale x log2(e) must be a normal f32 (>= 1.2e-38), the type the "
+           "scores are computed in (0: 1/sqrt(head_dim))";
   }
   // 16 bytes: the tiles are copied in 16-byte pieces; 4: int32 arrays.
   struct Pointer {

@@ -86,9 +86,11 @@ ATTN_DEVICE void load_tile(typename Cfg::Elem *smem, RowPtr row_ptr,
 }
 
 /// Where this thread's pieces of KV tokens [t0, t0 + kRows) lie: the cache
-/// slot of each piece's row, found once (KVCache::slot: one block-table read
-/// per row) for the K tile and the V tile alike. copy() issues the cp.async
-/// copies of one of them; rows without a slot are zero-filled.
+/// slot of each piece's row, found once for the K tile and the V tile alike
+/// (KVCache::slot: one block-table read per piece, so each of a row's pieces'
+/// threads reads the row's entry; PageRuns reads one per run of a page).
+/// copy() issues the cp.async copies of one of them; rows without a slot are
+/// zero-filled.
 template <class Cfg, int kRows>
 struct KVTile {
   using P = TilePieces<Cfg, kRows>;
@@ -223,7 +225,7 @@ struct PageRuns {
     }
   };
 
-  int first_row; ///< this thread's first row of a run: threadIdx.x / kChunks
+  int first_row; ///< this thread's first row of a run: tid / kChunks (tid: in its pipeline)
   i64 offset;    ///< elements from a run's first row of K (or V) to this thread's first piece
   int row_step;  ///< elements between a thread's rows of one run: kRowStep token rows
   unsigned dst;  ///< byte offset of the thread's first piece in a shared tile

@@ -10,8 +10,9 @@
 // disjoint ranges of tiles and write partial results (normalised output and
 // lse, fp32) that a second kernel merges.
 //
-// Cfg provides: Elem, kHeadDim, kTileKV (16 keys per warp), kGroup, kMask,
-// kWindow, kThreads (= kTileKV / 16 * 32), kStages.
+// Cfg provides: Elem, kHeadDim, kTileQ, kTileKV (16 keys per warp), kGroup,
+// kMask, kWindow, kThreads (= kTileKV / 16 * 32), kStages, kPageSize and
+// kTableAhead (the paged copies: PageRuns, KVCache).
 //
 //===----------------------------------------------------------------------===//
 
@@ -482,8 +483,9 @@ struct ClusterGather {
   /// pairs a block may own, summed over its sources: blocks * ceil(kChunks / blocks) * kThreads
   static constexpr int kMaxSlots = (kChunks + kMaxBlocks - 1) * Cfg::kThreads;
   static constexpr int kFloats = kMaxBlocks * 16 * 2 + kMaxSlots * 2;
-  /// Too small K/V stages (tiles of 16 or 32 keys) merge by reading the
-  /// other blocks' rows instead (decode_store_cluster_reading).
+  /// When the block's K/V stages (head_dim x tile_kv x stages) cannot hold
+  /// this scratch, the blocks merge by reading the other blocks' rows instead
+  /// (decode_store_cluster_reading).
   static constexpr bool kFits = Scratch::kFloats + kFloats <= Scratch::kStageFloats;
   float *ml;    ///< [kMaxBlocks][16][2]: each block's merged m, l per row
   float *pairs; ///< [blocks][owned pairs][2]: each block's values of the owned pairs

@@ -29,6 +29,10 @@ ATTN_DEVICE void cp_async_16(void *smem, const void *gmem, bool valid) {
 
 ATTN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 
+/// Commits this thread's uncommitted copies and waits for all of them: for a
+/// thread whose copies only arrive on an mbarrier (no group committed).
+ATTN_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 /// Waits until at most `kPending` committed groups are still in flight.
 template <int kPending>
 ATTN_DEVICE void cp_async_wait() {

@@ -85,7 +85,8 @@ TEST_CASE("a workspace too large to count is refused, not counted as none", "[la
   AttentionArgs a = pagedDecode();
   a.num_kv_heads = 16383;
   a.num_q_heads = 4 * 16383;
-  a.total_q = a.max_q_len = (int64_t(1) << 31) - 1;
+  a.total_q = (int64_t(1) << 31) - 1;
+  a.max_q_len = 1; // 2^31 - 1 one-token sequences' worth of rows
   a.batch = 1;
   a.num_splits = 1024;
   CHECK(workspaceBytes(s, a, 1024) == SIZE_MAX);
@@ -145,6 +146,8 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
       {"scale = nan", [](AttentionArgs &a) { a.scale = std::nan(""); }},
       {"scale = 3e+38 is too large: scale x log2(e) must fit in f32",
        [](AttentionArgs &a) { a.scale = 3e38; }},
+      {"scale = 1e-39 is too small: scale x log2(e) must be a normal f32",
+       [](AttentionArgs &a) { a.scale = 1e-39; }},
       // Sizes past what the int32 offsets and rows can hold, and forgotten fields.
       {"total_q = 4611686018427387904, total_kv = 0: the int32 offsets (cu_seqlens) take totals "
        "below 2^31",
@@ -155,6 +158,8 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
        [](AttentionArgs &a) { a.num_splits = -3; }},
       {"block_table_stride = 4611686018427387904 is more than the 134217728 pages of 16 tokens",
        [](AttentionArgs &a) { a.block_table_stride = int64_t(1) << 62; }},
+      {"max_q_len = 1073741824 query tokens of gqa = 4 heads each make more than 2^31 - 1 rows",
+       [](AttentionArgs &a) { a.total_q = a.max_q_len = int64_t(1) << 30; }},
       {"num_splits = 2000 must be in 1..1024", [](AttentionArgs &a) { a.num_splits = 2000; }},
       {"kv_head_stride = 100 elements is not a multiple of 8",
        [](AttentionArgs &a) { a.kv_head_stride = 100; }},

@@ -2,7 +2,7 @@
 //
 // The three prefill blocks: mma.sync (attn/block.cuh) and wgmma
 // (attn/wgmma.cuh), whose warps all copy and compute, and the
-// warp-specialised wgmma block (attn/warpspec.cuh), whose third warpgroup
+// warp-specialised wgmma block (attn/warpspec.cuh), whose last warpgroup
 // only copies. Each kernel's body is the recurrence as a short list of named
 // steps, each with a comment naming the pass that put it there.
 //
@@ -170,7 +170,8 @@ void printPrefill(std::ostringstream &o, const Spec &spec, const KernelPlan &pla
 }
 
 /// A warp-specialised prefill block (attn/warpspec.cuh, `mma = wgmma_ws`, and
-/// `auto`'s choice for head_dim 128 on sm_90a):
+/// `auto`'s choice on sm_90a for head_dim 128 on 128-row tiles and head_dim 64
+/// on 192-row tiles, `warpSpecialised` in Spec.cpp):
 /// the copying warpgroup fills a ring of K/V stages while the computing
 /// warpgroups (two or three) run the recurrence over them, each stage's
 /// mbarriers between.
@@ -200,7 +201,7 @@ void printPrefillWarpSpecialised(std::ostringstream &o, const Spec &spec, const 
     << "          (tile_lo + i) * Cfg::kTileKV, kv_head, tid);\n"
     << "      ring.copies_issued(i);\n"
     << "    }\n"
-    << "    cp_async_wait<0>(); // no copy outlives its thread\n"
+    << "    cp_async_wait_all(); // no copy outlives its thread (they were never committed)\n"
     << "    return;\n"
     << "  }\n\n"
     << "  // The other warpgroups compute: 64 query rows each, 16 per warp.\n"
