@@ -141,7 +141,7 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   // "q (d)" for one token, "q (t d)" with t = 3 tokens.
   const std::string tt = t == 1 ? "" : "t ", gd = t == 1 ? "gd" : "t g d", gN = t == 1 ? "gN" : "t g N";
   llvm::outs() << "spec " << spec.str() << "\n\n"
-               << "Model, for one KV head and its g = " << g << " query heads, "
+               << "Model, for one KV head and its g = " << g << (g == 1 ? " query head, " : " query heads, ")
                << (t == 1 ? std::string("one query token each") : "t = " + std::to_string(t) + " query tokens each")
                << ", N cached keys, head_dim d = " << d << ", " << b << "-byte elements, " << st
                << " scores:\n"
@@ -155,13 +155,14 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                << "  textbook peak scratch: S and P, " << tt << "N " << st << " per query head (in place: "
                << gN << ")\n";
   if (spec.isGPU())
-    llvm::outs() << "  kernel peak scratch:   s thread blocks (one per split), each the group's "
-                    "query rows + "
+    llvm::outs() << "  kernel peak scratch:   s thread blocks (one per split; s = " << s
+                 << (fixedSplits ? "" : " in the table") << "), each the group's query rows + "
                  << counted(kvStages(spec), "stage") << " of K and V tiles of " << spec.tile_kv
                  << " keys (its shared memory, as `attnc spec` prints it)\n";
   else
-    llvm::outs() << "  kernel peak scratch:   per split, the group's " << rows
-                 << " query rows + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
+    llvm::outs() << "  kernel peak scratch:   per split (s = " << s
+                 << (fixedSplits ? "" : " in the table") << "), the group's "
+                 << counted(rows, "query row") << " + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
                  << " + 2 tile_kv) d elements) + its score tiles and state ("
                  << rows << " tile_kv and " << rows << " (d + 2) " << st << ")\n";
   if (!fixedSplits)
@@ -188,7 +189,8 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   }
   llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
                   "g (1 + "
-               << 2 * t * sb << " / (d b)), the group's one read of K and V plus the textbook's score "
+               << 2 * t * sb << " / (d b)) with b = " << b
+               << " bytes per element, the group's one read of K and V plus the textbook's score "
                   "traffic"
                << (spec.mask.kind == MaskKind::SlidingWindow
                        ? "; with a sliding window the kernel reads only the window's tiles, so "
@@ -349,6 +351,15 @@ int explain(const ExplainOptions &o) {
                          "tiles)")
                << " + write O (Nd)\n"
                << "  textbook peak scratch: S and P, N^2 " << st << " each (in place: N^2)\n";
+  if (spec.gqa > 1)
+    llvm::outs() << "  gqa = " << spec.gqa << ": the table is one query head. "
+                 << (spec.isGPU()
+                         ? "A GPU prefill thread block serves one query head, so each head of "
+                           "the group reads K and V itself, as counted"
+                         : "The CPU kernel packs the group's query heads into its query tile "
+                           "(gqa x tile_q rows) and reads each K and V tile once for them: per "
+                           "query head, 1/gqa of the K and V traffic counted")
+                 << (o.measure ? "; the measurement below runs one head (gqa = 1)" : "") << "\n";
   // A GPU block's scratch is its shared memory (the scores stay in
   // registers); the CPU kernel keeps its score tile in memory too.
   if (spec.isGPU())

@@ -98,16 +98,22 @@ namespace {
 template <typename T>
 bool readInput(const std::string &path, const char *what, size_t rank, npy::Kind kind,
                npy::Array &array, std::string &error) {
-  if (!npy::read(path, array, error))
+  // numpy's way to the element type wanted, for a file that holds another.
+  const std::string fix = std::string(" (numpy: a.astype(np.") + npy::kindName(kind) + "))";
+  if (!npy::read(path, array, error)) {
+    error = std::string(what) + ": " + error;
+    if (error.find("element type") != std::string::npos)
+      error += "; the " + std::string(what) + " takes " + npy::kindName(kind) + fix;
     return false;
+  }
   if (array.kind != kind) {
     error = std::string(what) + " (" + path + ") holds " + npy::kindName(array.kind) +
-            ", expected " + npy::kindName(kind);
+            ", expected " + npy::kindName(kind) + fix;
     return false;
   }
   if (array.shape.size() != rank) {
     error = std::string(what) + " (" + path + ") has shape " + array.shapeText() + ", expected " +
-            std::to_string(rank) + " dimensions";
+            counted(static_cast<int64_t>(rank), "dimension");
     return false;
   }
   return true;
@@ -602,7 +608,11 @@ int run(const RunOptions &o) {
 #endif
   }
   if (o.target != "cpu")
-    return fail("--target " + o.target + ": the targets are cpu and gpu");
+    return fail("--target " + o.target + ": the targets are cpu and gpu" +
+                (o.target == "sm_80" || o.target == "sm_90a"
+                     ? " (an architecture goes in the spec: --target gpu --spec target=" +
+                           o.target + ")"
+                     : std::string()));
   std::optional<Spec> spec = cpuSpec(o.spec, "run", !o.lse.empty());
   if (!spec)
     return 1;

@@ -32,6 +32,18 @@ int trace(const TraceOptions &o) {
                  << " is not a query row (rows count from 0; -1, the default, is the last)\n";
     return 1;
   }
+  // Traces run in f64: a spec that names another dtype is told so first (the
+  // CPU target's own dtype check would name f32 as well).
+  if (size_t at = o.spec.find("dtype="); at != std::string::npos) {
+    std::string dtype = o.spec.substr(at + 6, o.spec.find(',', at) - (at + 6));
+    dtype.erase(0, dtype.find_first_not_of(" \t"));
+    dtype.erase(dtype.find_last_not_of(" \t") + 1);
+    if (dtype != "f64") {
+      llvm::errs() << "attnc trace: dtype = " << dtype
+                   << ": traces run in f64 (leave dtype out, or dtype=f64)\n";
+      return 1;
+    }
+  }
   // Small tiles by default, so that there are tiles to watch.
   std::string text = o.spec;
   auto add = [&](const char *field, const char *value) {
@@ -57,7 +69,8 @@ int trace(const TraceOptions &o) {
   const int64_t qLen = spec->mode == Mode::Decode ? 1 : n;
   const int64_t row = o.row < 0 ? qLen - 1 : o.row;
   if (row >= qLen) {
-    llvm::errs() << "attnc trace: --row " << row << " is past the " << qLen << " query rows\n";
+    llvm::errs() << "attnc trace: --row " << row << " is past the " << counted(qLen, "query row")
+                 << "\n";
     return 1;
   }
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
@@ -132,9 +145,11 @@ int trace(const TraceOptions &o) {
   int rescales = 0;
   // Each split's final state, for the merge.
   struct Part {
+    int64_t split;
     double m, l;
     std::vector<double> acc;
   };
+  int64_t split = 0; // the split whose tiles the table shows now
   std::vector<Part> parts;
   int64_t nextSplit = 0; // the first split not yet said
   auto sayEmptySplits = [&](int64_t upTo) { // a run of them in one line
@@ -167,8 +182,8 @@ int trace(const TraceOptions &o) {
     }
     if (splits > 1 && (j == r.lo || splitOf(j) != splitOf(j - 1))) {
       if (j != r.lo)
-        parts.push_back({m, l, acc});
-      const int64_t sp = splitOf(j);
+        parts.push_back({split, m, l, acc});
+      const int64_t sp = split = splitOf(j);
       sayEmptySplits(sp);
       nextSplit = sp + 1;
       llvm::outs() << "  split " << sp << ": tiles " << splitLo(sp) << ".." << splitLo(sp + 1) - 1
@@ -211,17 +226,22 @@ int trace(const TraceOptions &o) {
     // attn-split-kv's merge (the rescale rule over the parts): m = max m_s,
     // w_s = exp(m_s - m), l = sum w_s l_s, acc = sum w_s acc_s; attn-safe-init:
     // a split that saw no visible key (or no tile) has m_s = -inf and weighs 0.
-    parts.push_back({m, l, acc});
+    parts.push_back({split, m, l, acc});
     double mAll = -inf;
     for (const Part &part : parts)
       mAll = std::max(mAll, part.m);
     l = 0;
     std::fill(acc.begin(), acc.end(), 0.0);
+    llvm::outs() << "  merge: m = max m_s; split s weighs w_s = exp(m_s - m) (alpha column); "
+                    "l = sum w_s l_s, acc = sum w_s acc_s (l column: w_s l_s)\n";
     for (const Part &part : parts) {
       const double w = mAll == -inf ? 0.0 : std::exp(part.m - mAll);
       l += w * part.l;
       for (int64_t x = 0; x < d; ++x)
         acc[x] += w * part.acc[x];
+      llvm::outs() << llvm::format("%5s %-11s %-8s %12.6g %12.6g %12.6g\n", "",
+                                   ("split " + std::to_string(part.split)).c_str(), "", part.m, w,
+                                   w * part.l);
     }
     m = mAll;
     llvm::outs() << llvm::format("%5s %-11s %-8s %12.6g %12s %12.6g %9s %12.3g\n", "merge",
@@ -244,6 +264,15 @@ int trace(const TraceOptions &o) {
     diff = std::max(diff, std::fabs(out[row * d + x] - (l > 0 ? acc[x] / l : 0.0)));
   llvm::outs() << "\nthe generated kernel's output for this row differs from acc / l above by "
                << llvm::format("%.3g", diff) << "\n";
+  if (spec->return_lse) {
+    // lse = log sum_j exp(s_j) = m + log l: -inf for a row that saw no key.
+    const double lseTrace = l > 0 ? m + std::log(l) : -inf;
+    const double lseKernel = lse[row];
+    const double lseDiff = lseTrace == lseKernel ? 0.0 : std::fabs(lseTrace - lseKernel);
+    llvm::outs() << "lse = m + log(l) = " << llvm::format("%.9g", lseTrace)
+                 << "; the kernel's lse differs by " << llvm::format("%.3g", lseDiff) << "\n";
+    diff = std::max(diff, lseDiff);
+  }
   if (!(diff < 1e-9)) {
     llvm::outs() << "FAILED: the kernel and the trace disagree\n";
     return 1;

@@ -222,8 +222,9 @@ static cl::opt<bool> printAfterAll("print-ir-after-all",
                                    cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<bool> plainNames("plain-names",
-                                cl::desc("Number the SSA values the passes name after the "
-                                         "algorithm (%m_new, %alpha) as %0, %1, ...; the attn ops "
+                                cl::desc("Number the SSA values named after the algorithm "
+                                         "(the textbook's %q, %k_cache, %k, the passes' %m_new, %alpha) "
+                                         "as %arg0, %0, %1, ...; the attn ops "
                                          "that name their own results keep those names (standard_attention's "
                                          "%out, %lse; state_init's %m, %l, %acc (%m_split... in a split); accumulate's %l_new, "
                                          "%acc_new; classify_tiles', split_range's, merge's)"),
@@ -260,6 +261,8 @@ defaults, except those a command's description above sets (run and trace: target
   tile_kv     keys per KV tile: GPU 16..256 in 16s, cpu 1..4096 (target default, or tuned)
               (GPU: the tiles must fit in shared memory; `attnc spec` prints it)
   mask        none | causal | sliding_window(W)                 (none)
+              (bottom-right aligned: query i is at key p = i + kv_len - q_len;
+              causal sees keys j <= p, sliding_window(W) p - W < j <= p)
   page_size   0 = contiguous KV, else tokens per page, 1..65536 (0)
               (decode needs >= 1)
   gqa         num_q_heads / num_kv_heads, 1..256; GPU decode:   (1)
@@ -343,6 +346,15 @@ static int runEmit() {
         own && !own->empty() && *own != emitTarget.getValue()) {
       llvm::errs() << "attnc: --target " << emitTarget << " and the spec's target = " << *own
                    << ": give the target once\n";
+      return 1;
+    }
+    const std::string &t = emitTarget.getValue();
+    if (t != "sm_80" && t != "sm_90a" && t != "cpu") {
+      llvm::errs() << "attnc: --target " << t << ": expected sm_80, sm_90a or cpu"
+                   << (t == "gpu" ? " (emit names an architecture; `attnc run --target gpu` "
+                                    "runs on the GPU found)"
+                                  : "")
+                   << "\n";
       return 1;
     }
     if (!attn::cli::mentions(specText, "target"))
@@ -609,7 +621,24 @@ int main(int argc, char **argv) {
                  << kCommandNames << "); see `attnc --help`\n";
     return 1;
   }
-  cl::ParseCommandLineOptions(argc, argv, overview);
+  {
+    // LLVM's parse errors point at the top-level help ("Try: 'attnc --help'"),
+    // which does not list a command's flags: point at the command's.
+    std::string parseErrors;
+    llvm::raw_string_ostream errorStream(parseErrors);
+    if (!cl::ParseCommandLineOptions(argc, argv, overview, &errorStream)) {
+      const std::string help = named ? "attnc " + named->getName().str() + " --help" : "attnc --help";
+      for (size_t at = 0; (at = parseErrors.find("Try: '", at)) != std::string::npos;) {
+        const size_t end = parseErrors.find('\'', at + 6);
+        if (end == std::string::npos)
+          break;
+        parseErrors.replace(at + 6, end - (at + 6), help);
+        at += 6 + help.size();
+      }
+      llvm::errs() << parseErrors;
+      return 1;
+    }
+  }
   // A flag given twice is a mistake to report, not a value to overwrite.
   for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
     if (*sub && !sub->getName().empty())
