@@ -13,8 +13,9 @@ windows of 2 MiB ("2 MiB windows": each sequence's pages stay in the few windows
 in order fill) and each sequence's pages in order ("in order"). The ratios to the anchors
 are the whole-cache shuffle's; each other table's ratio to cuDNN follows.
 
-    python3 bench/bench.py [--out DIR] [--rows prefill,decode] [--quick] [--repeat N] [--profile]
-    python3 bench/bench.py --redraw bench/results.json --out DIR   (results.md and .png again)
+    python3 bench/bench.py [--out DIR] [--rows prefill,decode,memory] [--quick] [--no-flex]
+                           [--repeat N] [--profile]
+    python3 bench/bench.py --redraw bench/results.json --out DIR   (the table and chart again)
 
 Runs on the GPU machine (torch, triton): attnc through its Python module
 (runtime/python/attnc: libattnc.so from $ATTNC_LIBRARY, else the module's folder, else
@@ -26,8 +27,8 @@ with triton.testing.do_bench (warm-up, then the median; with --repeat N, N
 times in rounds that take the series in turn, keeping each one's median, so
 that the machine's drift during a row reaches attnc and the anchors alike). Prints the table
 with TFLOP/s (prefill) or GB/s of K + V read (decode) and each anchor's
-ratio, and writes DIR/results.json, DIR/results.md and, with matplotlib,
-DIR/results.png (default DIR: bench/, for a run of every row only; a partial run or a
+ratio, and writes DIR/results.json, DIR/results-table.md (not results.md: bench/
+holds the hand-written RESULTS.md) and, with matplotlib, DIR/results.png (default DIR: bench/, for a run of every row only; a partial run or a
 redraw names its --out, so the published results are not replaced).
 
 --profile times nothing: each backend runs once more inside an NVTX range
@@ -408,10 +409,12 @@ def markdown(rows, meta):
     rounds = meta.get("repeat", 1)
     how = (f"the median of {rounds} rounds of triton do_bench medians, the series taken in turn"
            if rounds > 1 else "triton do_bench medians")
-    # Results saved before the options were recorded name --repeat alone.
-    options = meta.get("options", f"--repeat {rounds}" if rounds > 1 else "")
+    # Results saved before the options were recorded do not say how they were run.
+    options = meta.get("options")
+    command = ("`python3 bench/bench.py" + (" " + options if options else "") + "`"
+               if options is not None else "bench.py (its options were not recorded)")
     lines = [f"Measured {meta['date']} on {meta['gpu']}, commit {meta['commit']}, torch "
-             f"{meta['torch']}: `python3 bench/bench.py{' ' + options if options else ''}` "
+             f"{meta['torch']}: {command} "
              f"({how}; every attnc output checked against SDPA first).", ""]
     for kind, unit in (("prefill", "TFLOP/s"), ("decode", "GB/s")):
         sel = [r for r in rows if r["kind"] == kind]
@@ -449,7 +452,13 @@ def markdown(rows, meta):
     return "\n".join(lines)
 
 
-def chart(rows, path):
+def chart(rows, path, gpu):
+    """A panel per kind of timed rows (prefill, decode) present; none: no chart."""
+    kinds = [(kind, unit) for kind, unit in (("prefill", "TFLOP/s"), ("decode", "GB/s"))
+             if any(r["kind"] == kind for r in rows)]
+    if not kinds:
+        print("no prefill or decode rows: no chart", flush=True)
+        return
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -457,11 +466,9 @@ def chart(rows, path):
     except ImportError:
         print("matplotlib is not installed: no chart", flush=True)
         return
-    fig, axes = plt.subplots(2, 1, figsize=(14, 9))
-    for ax, kind, unit in ((axes[0], "prefill", "TFLOP/s"), (axes[1], "decode", "GB/s")):
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(14, 4.5 * len(kinds)), squeeze=False)
+    for ax, (kind, unit) in zip(axes[:, 0], kinds):
         sel = [r for r in rows if r["kind"] == kind]
-        if not sel:
-            continue
         names = [n for n in ("attnc",) + tuple(n for n, _ in TABLES) + ANCHORS if n in sel[0]["rate"]]
         width = 0.8 / len(names)
         for i, n in enumerate(names):
@@ -474,11 +481,19 @@ def chart(rows, path):
         ax.set_xticklabels([label(r).replace("decode ", "") for r in sel], rotation=20,
                            fontsize=8)
         ax.set_ylabel(unit)
-        ax.set_title(f"{kind} (bf16, H200)")
+        ax.set_title(f"{kind} (bf16, {gpu})")
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"chart: {path}", flush=True)
+
+
+def make_out(folder):
+    """--out, made if it is not there; one line, not a traceback, where it cannot be."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise SystemExit(f"--out {folder}: cannot make the folder ({e.strerror})")
 
 
 def main():
@@ -497,7 +512,7 @@ def main():
                     help="time nothing: run each backend once in an NVTX range named "
                          "'profile' (for ncu --nvtx --nvtx-include profile/); no FlexAttention")
     ap.add_argument("--redraw", metavar="RESULTS_JSON",
-                    help="time nothing: write results.md and results.png into --out from a "
+                    help="time nothing: write results-table.md and results.png into --out from a "
                          "results.json of an earlier run (needs no GPU, torch or triton)")
     args = ap.parse_args()
     if args.repeat < 1:
@@ -527,17 +542,20 @@ def main():
                 saved = json.load(f)
             rows, meta = saved["rows"], saved["meta"]
             missing = [k for k in ("date", "gpu", "commit", "torch") if k not in meta]
-            if missing or not isinstance(rows, list):
+            if missing or not isinstance(rows, list) or not rows:
                 raise ValueError("its meta lacks " + ", ".join(missing) if missing
-                                 else "its rows are not a list")
+                                 else "its rows are not a list" if not isinstance(rows, list)
+                                 else "it holds no rows")
+            if not any(r["kind"] in ROW_KINDS for r in rows):
+                raise ValueError("none of its rows is a " + ", ".join(ROW_KINDS) + " row")
             table = markdown(rows, meta)  # made before anything is written
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             what = f"no {e}" if isinstance(e, KeyError) else str(e)
             raise SystemExit(f"--redraw {args.redraw}: not a results.json of bench.py ({what})")
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "results.md"), "w") as f:
+        make_out(args.out)
+        with open(os.path.join(args.out, "results-table.md"), "w") as f:
             f.write(table + "\n")
-        chart(rows, os.path.join(args.out, "results.png"))
+        chart(rows, os.path.join(args.out, "results.png"), meta["gpu"])
         return
     if torch is None:
         raise SystemExit(f"bench.py needs torch and triton to time anything ({MISSING}); "
@@ -545,7 +563,11 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
     torch.manual_seed(0)
-    print(f"{attnc.version()} from {attnc.library_path()}", flush=True)
+    make_out(args.out)  # before minutes of timing, not after
+    try:
+        print(f"{attnc.version()} from {attnc.library_path()}", flush=True)
+    except attnc.AttncError as e:
+        raise SystemExit(f"bench.py: {e}")
     rows = []
     global USE_FLEX, PROFILE, REPEAT
     USE_FLEX = not (args.no_flex or args.profile)
@@ -578,12 +600,11 @@ def main():
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
             "commit": commit, "torch": torch.__version__, "repeat": REPEAT,
             "options": run_options(kinds, args)}
-    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
+    with open(os.path.join(args.out, "results-table.md"), "w") as f:
         f.write(markdown(rows, meta) + "\n")
-    chart(rows, os.path.join(args.out, "results.png"))
+    chart(rows, os.path.join(args.out, "results.png"), meta["gpu"])
 
 
 if __name__ == "__main__":

@@ -154,4 +154,7 @@ if __name__ == "__main__":
             print(__doc__.strip())
             sys.exit(0)
         sys.exit(f"serving.py takes no arguments (got {' '.join(sys.argv[1:])})")
-    main()
+    try:
+        main()
+    except attnc.AttncError as e:  # e.g. no libattnc.so: one line, not a traceback
+        sys.exit(f"serving.py: {e}")

@@ -58,11 +58,6 @@
       and a half in flight while a tile is computed); and both
       (decode_kv_release_3_blocks.cu)
 
-Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuBench.cpp),
-which times it on its spec's rows and checks its output against the emitted
-kernel's on the same inputs. The edits find their places by text in the
-emitted source of the commit named in the README; a source without one of
-them is refused with the place named, and nothing is written.
   variants.py decode-successor EMITTED.cu OUTDIR
       the same emitted decode kernel whose unsplit blocks, a few tiles before
       their end, warm the L2 for the block that will take their place on the
@@ -89,6 +84,12 @@ them is refused with the place named, and nothing is written.
       ahead of the kernel so that the embedded one is skipped): what the
       larger Params alone does to ptxas' code. The runtime's Params starts as
       the old one did, so the old kernel reads its arguments right
+
+Each output is a --source for `attn-gpu-check --bench` (tests/gpu/GpuBench.cpp),
+which times it on its spec's rows and checks its output against the emitted
+kernel's on the same inputs. The edits find their places by text in the
+emitted source of the commit named in the README; a source without one of
+them is refused with the place named, and nothing is written.
 """
 import os
 import re

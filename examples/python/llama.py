@@ -130,6 +130,8 @@ def main():
     for name in ("layers", "batch", "seq"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
+    if args.seq < 2:  # one query token is a decode call; the prompt must be a prefill
+        p.error("--seq must be at least 2 (a one-token prompt runs as a decode step)")
     if args.generate < 0:
         p.error("--generate must be at least 0 (0: no generation)")
     try:

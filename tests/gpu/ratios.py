@@ -12,10 +12,12 @@ import os
 import re
 import sys
 
-# attnc rows; "[fields]" marks a --variant of the spec.
-PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+B\s+\d+\s+H\s+\d+\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)$")
+# attnc rows; "[fields]" marks a --variant of the spec, or a --source file, whose rows
+# end with a verdict on its output ("ok", "OUTPUT DIFFERS ...").
+VERDICT = r"(?:\s+[A-Za-z].*)?$"
+PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s+B\s+\d+\s+H\s+\d+\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)" + VERDICT)
 # The split count: a number, "2p" (the two pipelines of a block) or "8c" (a cluster).
-DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)\s+(\d+[pc]?)$")
+DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s+(?:\[([^\]]*)\])?\s*([\d.]+)\s+([\d.]+)\s+(\d+[pc]?)" + VERDICT)
 # sdpa_anchor.py's rows: the shape, then each backend's time and rate, or "n/a (why)".
 SDPA_PREFILL = re.compile(r"hd\s+(\d+)\s+N\s+(\d+)\s+(\w+)\s")
 SDPA_DECODE = re.compile(r"B\s+(\d+)\s+heads\s+(\d+)/(\d+)\s+kv\s+(\d+)\s")
@@ -151,8 +153,13 @@ if __name__ == "__main__":
         summary(sys.argv[2])
     elif len(sys.argv) == 3:
         for path in sys.argv[1:]:
+            if os.path.isdir(path):
+                sys.exit(f"ratios.py: {path}: a folder, not a log (--summary takes a folder)")
             if not os.path.isfile(path):
                 sys.exit(f"ratios.py: {path}: no such file")
-        print_tables(*rows(read(sys.argv[1]), read(sys.argv[2])))
+        prefill, decode = rows(read(sys.argv[1]), read(sys.argv[2]))
+        if not prefill and not decode:
+            sys.exit(f"ratios.py: {sys.argv[1]} holds no attn-gpu-check --bench rows")
+        print_tables(prefill, decode)
     else:
         sys.exit(__doc__)

@@ -162,6 +162,10 @@ if [ $bench = 1 ]; then
   if [ -f "$pack/libattnc.so" ]; then
     ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/bench/bench.py" --out "$logs/bench-py" 2>&1 |
       grep -v Warning | tee "$logs/bench-py.log" || status=1
+  else
+    echo "bench/bench.py not run (no libattnc.so in $pack: tests/gpu/pack.sh packs it)" |
+      tee "$logs/bench-py.log"
+    status=1
   fi
 fi
 step "done"

@@ -43,6 +43,18 @@ class TestRows(unittest.TestCase):
         self.assertAlmostEqual(decode[1]["x_cudnn"], 1.0)
         self.assertAlmostEqual(decode[2]["x_flash"], 4100.0 / 4000.0)
 
+    def test_source_rows_with_their_verdicts(self):
+        # attn-gpu-check --bench --source FILE: the row ends with the output's verdict.
+        lines = BENCH + [
+            "hd 128  N  1024  full      B 16  H 16  [old_none.cu]          0.510      490.2  ok",
+            "B  64  heads 32/8  kv  1024  [probe.cu]                 0.090     4400.0      1  "
+            "OUTPUT DIFFERS (relative L2 1.0e+00)"]
+        prefill, decode = ratios.rows(lines, SDPA)
+        self.assertEqual([r["variant"] for r in prefill], ["", "old_none.cu"])
+        self.assertAlmostEqual(prefill[1]["x_fa2"], 490.2 / 400.0)
+        self.assertEqual(decode[-1]["variant"], "probe.cu")
+        self.assertAlmostEqual(decode[-1]["gbs"], 4400.0)
+
     def test_a_missing_anchor_leaves_the_other(self):
         _, decode = ratios.rows(BENCH, SDPA)
         self.assertAlmostEqual(decode[0]["flash"], 2500.0)
