@@ -52,8 +52,8 @@ struct Job {
 };
 
 std::string trim(const std::string &s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
 /// 64-bit FNV-1a, as the manifest's checksum of each cubin.
@@ -345,8 +345,6 @@ int aot(const AotOptions &o) {
     std::istringstream in(o.archs);
     const std::string emptyName =
         "--arch '" + o.archs + "': an empty name in the list (write sm_80,sm_90a)";
-    if (!o.archs.empty() && o.archs.back() == ',')
-      return fail(emptyName);
     for (std::string a; std::getline(in, a, ',');) {
       if ((a = trim(a)).empty())
         return fail(emptyName);
@@ -355,6 +353,8 @@ int aot(const AotOptions &o) {
       if (std::find(archs.begin(), archs.end(), a) == archs.end())
         archs.push_back(a);
     }
+    if (!trim(o.archs).empty() && trim(o.archs).back() == ',') // getline drops a last empty name
+      return fail(emptyName);
   }
   if (archs.empty())
     return fail("--arch names no architecture");

@@ -101,9 +101,10 @@ bool readInput(const std::string &path, const char *what, size_t rank, npy::Kind
   // numpy's way to the element type wanted, for a file that holds another.
   const std::string fix = std::string(" (numpy: a.astype(np.") + npy::kindName(kind) + "))";
   if (!npy::read(path, array, error)) {
+    const bool elementType = error.rfind(path + ": element type '", 0) == 0;
     error = std::string(what) + ": " + error;
-    if (error.find("element type") != std::string::npos)
-      error += "; the " + std::string(what) + " takes " + npy::kindName(kind) + fix;
+    if (elementType)
+      error += "; " + std::string(what) + " must be " + npy::kindName(kind) + fix;
     return false;
   }
   if (array.kind != kind) {

@@ -34,15 +34,11 @@ int trace(const TraceOptions &o) {
   }
   // Traces run in f64: a spec that names another dtype is told so first (the
   // CPU target's own dtype check would name f32 as well).
-  if (size_t at = o.spec.find("dtype="); at != std::string::npos) {
-    std::string dtype = o.spec.substr(at + 6, o.spec.find(',', at) - (at + 6));
-    dtype.erase(0, dtype.find_first_not_of(" \t"));
-    dtype.erase(dtype.find_last_not_of(" \t") + 1);
-    if (dtype != "f64") {
-      llvm::errs() << "attnc trace: dtype = " << dtype
-                   << ": traces run in f64 (leave dtype out, or dtype=f64)\n";
-      return 1;
-    }
+  if (std::optional<std::string> dtype = fieldValue(o.spec, "dtype");
+      dtype && (*dtype == "f16" || *dtype == "bf16" || *dtype == "f32")) {
+    llvm::errs() << "attnc trace: dtype = " << *dtype
+                 << ": traces run in f64 (leave dtype out, or dtype=f64)\n";
+    return 1;
   }
   // Small tiles by default, so that there are tiles to watch.
   std::string text = o.spec;

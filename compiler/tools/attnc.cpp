@@ -340,15 +340,17 @@ static int keepOutput(llvm::ToolOutputFile &output) {
 
 static int runEmit() {
   if (emitTarget.getNumOccurrences()) {
+    std::string t = emitTarget.getValue(); // as the spec parser reads a value: trimmed
+    t.erase(0, t.find_first_not_of(" \t"));
+    t.erase(t.find_last_not_of(" \t") + 1);
     // A spec that names its own target as well: say so (any other problem of
     // the spec with this target is the spec's own message, below).
     if (auto own = attn::cli::fieldValue(specText, "target");
-        own && !own->empty() && *own != emitTarget.getValue()) {
-      llvm::errs() << "attnc: --target " << emitTarget << " and the spec's target = " << *own
+        own && !own->empty() && *own != t) {
+      llvm::errs() << "attnc: --target " << t << " and the spec's target = " << *own
                    << ": give the target once\n";
       return 1;
     }
-    const std::string &t = emitTarget.getValue();
     if (t != "sm_80" && t != "sm_90a" && t != "cpu") {
       llvm::errs() << "attnc: --target " << t << ": expected sm_80, sm_90a or cpu"
                    << (t == "gpu" ? " (emit names an architecture; `attnc run --target gpu` "
@@ -358,8 +360,7 @@ static int runEmit() {
       return 1;
     }
     if (!attn::cli::mentions(specText, "target"))
-      specText = specText.getValue() + (specText.empty() ? "" : ",") + "target=" +
-                 emitTarget.getValue();
+      specText = specText.getValue() + (specText.empty() ? "" : ",") + "target=" + t;
   }
   std::optional<attn::Spec> spec = readSpec();
   if (!spec)
@@ -624,9 +625,18 @@ int main(int argc, char **argv) {
   {
     // LLVM's parse errors point at the top-level help ("Try: 'attnc --help'"),
     // which does not list a command's flags: point at the command's.
+    // With --help or --version LLVM prints and exits inside the parse, so it
+    // reports its errors itself there (they would be lost in the string).
+    bool printsAndExits = false;
+    for (int i = 1; i < argc; ++i) {
+      const llvm::StringRef a = llvm::StringRef(argv[i]).ltrim('-');
+      printsAndExits |= argv[i][0] == '-' && (a.starts_with("help") || a == "version");
+    }
     std::string parseErrors;
     llvm::raw_string_ostream errorStream(parseErrors);
-    if (!cl::ParseCommandLineOptions(argc, argv, overview, &errorStream)) {
+    if (printsAndExits)
+      cl::ParseCommandLineOptions(argc, argv, overview);
+    else if (!cl::ParseCommandLineOptions(argc, argv, overview, &errorStream)) {
       const std::string help = named ? "attnc " + named->getName().str() + " --help" : "attnc --help";
       for (size_t at = 0; (at = parseErrors.find("Try: '", at)) != std::string::npos;) {
         const size_t end = parseErrors.find('\'', at + 6);

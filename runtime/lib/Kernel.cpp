@@ -153,7 +153,7 @@ std::string validateArgs(const Spec &spec, const AttentionArgs &a, int splits,
     char text[32];
     std::snprintf(text, sizeof text, "%g", a.scale);
     return "scale = " + std::string(text) +
-           " is too small: scale x log2(e) must be a normal f32 (>= 1.2e-38), the type the "
+           " is too small: scale x log2(e) must be a normal f32 (>= 1.18e-38), the type the "
            "scores are computed in (0: 1/sqrt(head_dim))";
   }
   // 16 bytes: the tiles are copied in 16-byte pieces; 4: int32 arrays.

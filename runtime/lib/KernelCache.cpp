@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cerrno>
 #include <csignal>
+#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -82,7 +83,9 @@ const char *name(CacheSource s) {
 }
 
 bool processGone(long pid) {
-  return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max())
+    return false; // no process's id (kill would probe a process group)
+  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 std::string KernelCache::defaultDirectory() {

@@ -391,7 +391,7 @@ TEST_CASE("a warp-specialised prefill block: a copying warpgroup fills the ring,
        {"#include \"attn/warpspec.cuh\"", "kThreads = 256;", "kBlockThreads = 384;", "kStages = 3;",
         "__launch_bounds__(Cfg::kBlockThreads, 1)", "ring.init(Cfg::kBlockThreads - Cfg::kThreads",
         "producer_registers<Cfg>();", "ring.wait_free(i);", "TileCopy<Cfg, Cfg::kBlockThreads - Cfg::kThreads>",
-        "ring.copies_issued(i);", "consumer_registers<Cfg>();", "computing_sync<Cfg>();", "ring.wait_filled(i);",
+        "ring.copies_issued(i);", "cp_async_wait_all();", "consumer_registers<Cfg>();", "computing_sync<Cfg>();", "ring.wait_filled(i);",
         "qk_wgmma<Cfg>(s, smem_q, warp,", "apply_mask<Cfg>", "state.update(s, p.scale_log2)",
         "accumulate_pv_wgmma<Cfg>(state, s,", "ring.release(i);", "attn-page-kv",
         "store_output<Cfg>(state, out, reinterpret_cast<float *>(p.lse)"})

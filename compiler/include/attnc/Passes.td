@@ -24,8 +24,8 @@ def OnlineSoftmax : Pass<"attn-online-softmax", "::mlir::func::FuncOp"> {
     ```mlir
     %out, %lse = attn.standard_attention %q, %k, %v scale %scale mask <causal> gqa 4 : ...
     ```
-    After (one query tile, as `attnc emit --spec mask=causal,gqa=4,target=sm_80` prints
-    it, 128 x 64 tiles; types left out):
+    After (one query tile, as `attnc emit --spec mask=causal,gqa=4,target=sm_80 --stage
+    attn-online-softmax` prints it, 128 x 64 tiles; types left out):
     ```mlir
     %q_tile = attn.load_q_tile %q[%h, %q_start] tile_q 128 group 1 : ...
     %m, %l, %acc = attn.state_init like %q_tile : ...

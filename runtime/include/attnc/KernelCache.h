@@ -34,7 +34,7 @@ namespace attn {
 
 /// Whether process `pid` is gone (kill(pid, 0) says ESRCH): the test for a
 /// temporary file or folder whose writer was stopped before it finished.
-/// A pid of 0 or less is never gone.
+/// A number that is no process id (0 or less, past pid_t) is never gone.
 bool processGone(long pid);
 
 /// Where a kernel came from: the memory or disk cache, NVRTC, or a linked
