@@ -288,11 +288,20 @@ Example:
   attnc emit --spec mode=prefill,mask=causal,page_size=16,gqa=4,head_dim=128 --print-ir-after-all
 )";
 
+/// "attnc <command>: ", the start of an error of the command the line named
+/// (as the other commands' own files write theirs).
+static std::string errorPrefix() {
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
+    if (*sub && !sub->getName().empty())
+      return "attnc " + sub->getName().str() + ": ";
+  return "attnc: ";
+}
+
 /// Reads --spec, printing the error and returning nothing when it is invalid.
 static std::optional<attn::Spec> readSpec() {
   attn::SpecResult result = attn::parseSpec(specText);
   if (!result) {
-    llvm::errs() << "attnc: " << result.error->message() << "\n";
+    llvm::errs() << errorPrefix() << result.error->message() << "\n";
     return std::nullopt;
   }
   return result.spec;
@@ -328,7 +337,7 @@ static int runSpec() {
 static int keepOutput(llvm::ToolOutputFile &output) {
   output.os().flush();
   if (std::error_code ec = output.os().error()) {
-    llvm::errs() << "attnc: cannot write "
+    llvm::errs() << errorPrefix() << "cannot write "
                  << (outputFile == "-" ? std::string("the standard output") : outputFile.getValue())
                  << ": " << ec.message() << "\n";
     output.os().clear_error(); // reported here, not again when the stream closes
@@ -347,12 +356,12 @@ static int runEmit() {
     // the spec with this target is the spec's own message, below).
     if (auto own = attn::cli::fieldValue(specText, "target");
         own && !own->empty() && *own != t) {
-      llvm::errs() << "attnc: --target " << t << " and the spec's target = " << *own
+      llvm::errs() << errorPrefix() << "--target " << t << " and the spec's target = " << *own
                    << ": give the target once\n";
       return 1;
     }
     if (t != "sm_80" && t != "sm_90a" && t != "cpu") {
-      llvm::errs() << "attnc: --target " << t << ": expected sm_80, sm_90a or cpu"
+      llvm::errs() << errorPrefix() << "--target " << t << ": expected sm_80, sm_90a or cpu"
                    << (t == "gpu" ? " (emit names an architecture; `attnc run --target gpu` "
                                     "runs on the GPU found)"
                                   : "")
@@ -374,7 +383,7 @@ static int runEmit() {
   if (targetNamed && !::stage.getNumOccurrences() && spec->isGPU())
     stage = "cuda";
   if (stage == "cuda" && plainNames) {
-    llvm::errs() << "attnc: --plain-names numbers the IR's values; --stage cuda prints CUDA, "
+    llvm::errs() << errorPrefix() << "--plain-names numbers the IR's values; --stage cuda prints CUDA, "
                     "which has none to number\n";
     return 1;
   }
@@ -382,7 +391,7 @@ static int runEmit() {
   const bool knownStage = stage == "textbook" || stage == "final" || stage == "cuda" ||
                           llvm::is_contained(passes, stage);
   if (!knownStage) {
-    llvm::errs() << "attnc: unknown --stage '" << stage
+    llvm::errs() << errorPrefix() << "unknown --stage '" << stage
                  << "': expected textbook, final, cuda or one of";
     for (const auto &p : passes)
       llvm::errs() << " " << p;
@@ -411,7 +420,7 @@ static int runEmit() {
                           /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
                           /*printAfterOnlyOnFailure=*/false, llvm::outs(), flags);
     if (failed(pm.run(*module))) {
-      llvm::errs() << "attnc: the pipeline failed on " << spec->str() << "\n";
+      llvm::errs() << errorPrefix() << "the pipeline failed on " << spec->str() << "\n";
       return 1;
     }
   }
@@ -422,7 +431,7 @@ static int runEmit() {
     std::string error;
     attn::CudaLaunchShape shape;
     if (!attn::emitCuda(*module, *spec, text, shape, error)) {
-      llvm::errs() << "attnc: cannot emit CUDA for " << spec->str() << ": " << error << "\n";
+      llvm::errs() << errorPrefix() << "cannot emit CUDA for " << spec->str() << ": " << error << "\n";
       return 1;
     }
   } else if (!printAfterAll || outputFile != "-") {
@@ -433,7 +442,7 @@ static int runEmit() {
   std::string error;
   auto output = openOutputFile(outputFile, &error);
   if (!output) {
-    llvm::errs() << "attnc: cannot write " << outputFile << ": " << error << "\n";
+    llvm::errs() << errorPrefix() << "cannot write " << outputFile << ": " << error << "\n";
     return 1;
   }
   output->os() << text;
@@ -512,7 +521,7 @@ static int runCommand() {
                                      &outputFile, &aotSpecs, &aotOutput, &aotVerify, &aotName,
                                      &tuneFile, &tuneCandidates})
     if (path->getNumOccurrences() && path->empty()) {
-      llvm::errs() << "attnc: " << flagName(path->ArgStr) << " is empty: it needs a "
+      llvm::errs() << errorPrefix() << flagName(path->ArgStr) << " is empty: it needs a "
                    << (path->ValueStr.empty() ? "value" : path->ValueStr) << "\n";
       return 1;
     }
