@@ -3,53 +3,130 @@
 #include "attnc/Nvrtc.h"
 #include "attnc/Templates.h"
 
+#include <cuda.h> // CUDA_VERSION: the NVRTC soname to load
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <regex>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 
 namespace attn {
 
 namespace {
-/// Owns an nvrtcProgram.
-struct Program {
-  nvrtcProgram handle = nullptr;
-  ~Program() {
-    if (handle)
-      nvrtcDestroyProgram(&handle);
-  }
-};
-
 bool exists(const std::string &path) { return std::ifstream(path).good(); }
-} // namespace
 
-std::string findCudaInclude() {
+/// Where a CUDA toolkit may be: $CUDA_HOME, $CUDA_PATH, /usr/local/cuda.
+std::vector<std::string> cudaRoots() {
   std::vector<std::string> roots;
   for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
     if (const char *v = std::getenv(var))
       roots.push_back(v);
   roots.push_back("/usr/local/cuda");
-  for (const std::string &root : roots)
+  return roots;
+}
+
+/// NVRTC, loaded on first use (dlopen) rather than linked: an application
+/// whose kernels all come from AOT bundles starts and runs on a machine
+/// without it. nvrtc.h gives the prototypes.
+struct Nvrtc {
+  decltype(&::nvrtcVersion) version = nullptr;
+  decltype(&::nvrtcGetErrorString) getErrorString = nullptr;
+  decltype(&::nvrtcCreateProgram) createProgram = nullptr;
+  decltype(&::nvrtcDestroyProgram) destroyProgram = nullptr;
+  decltype(&::nvrtcCompileProgram) compileProgram = nullptr;
+  decltype(&::nvrtcGetProgramLogSize) getProgramLogSize = nullptr;
+  decltype(&::nvrtcGetProgramLog) getProgramLog = nullptr;
+  decltype(&::nvrtcGetCUBINSize) getCUBINSize = nullptr;
+  decltype(&::nvrtcGetCUBIN) getCUBIN = nullptr;
+};
+
+/// The loaded library, or null with `error` saying why there is none.
+const Nvrtc *loadNvrtc(std::string &error) {
+  static Nvrtc nvrtc;
+  static std::string loadError;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // The headers' major version (NVRTC keeps its ABI within one) where the
+    // loader finds it, else in a toolkit's lib64/ or lib/ (as the include
+    // folder is looked for), else any libnvrtc.so the loader finds.
+    const std::string versioned = "libnvrtc.so." + std::to_string(CUDA_VERSION / 1000);
+    void *lib = dlopen(versioned.c_str(), RTLD_NOW | RTLD_LOCAL);
+    for (const std::string &root : cudaRoots())
+      for (const char *dir : {"/lib64/", "/lib/"})
+        if (!lib && exists(root + dir + versioned))
+          lib = dlopen((root + dir + versioned).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      lib = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      loadError = "no NVRTC (" + versioned +
+                  " not found by the loader nor in $CUDA_HOME, $CUDA_PATH or /usr/local/cuda): "
+                  "compiling kernels at run time needs the CUDA toolkit's NVRTC (kernels from "
+                  "AOT bundles need none)";
+      return;
+    }
+    bool ok = true;
+    auto bind = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (!fn && ok) {
+        loadError = std::string("the NVRTC library lacks ") + name;
+        ok = false;
+      }
+    };
+    bind(nvrtc.version, "nvrtcVersion");
+    bind(nvrtc.getErrorString, "nvrtcGetErrorString");
+    bind(nvrtc.createProgram, "nvrtcCreateProgram");
+    bind(nvrtc.destroyProgram, "nvrtcDestroyProgram");
+    bind(nvrtc.compileProgram, "nvrtcCompileProgram");
+    bind(nvrtc.getProgramLogSize, "nvrtcGetProgramLogSize");
+    bind(nvrtc.getProgramLog, "nvrtcGetProgramLog");
+    bind(nvrtc.getCUBINSize, "nvrtcGetCUBINSize");
+    bind(nvrtc.getCUBIN, "nvrtcGetCUBIN");
+  });
+  if (!loadError.empty()) {
+    error = loadError;
+    return nullptr;
+  }
+  return &nvrtc;
+}
+
+/// Owns an nvrtcProgram.
+struct Program {
+  const Nvrtc &nvrtc;
+  nvrtcProgram handle = nullptr;
+  ~Program() {
+    if (handle)
+      nvrtc.destroyProgram(&handle);
+  }
+};
+
+} // namespace
+
+std::string findCudaInclude() {
+  for (const std::string &root : cudaRoots())
     if (exists(root + "/include/cuda_bf16.h"))
       return root + "/include";
   return "";
 }
 
 int nvrtcVersion() {
+  std::string error;
+  const Nvrtc *nvrtc = loadNvrtc(error);
   int major = 0, minor = 0;
-  if (::nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+  if (!nvrtc || nvrtc->version(&major, &minor) != NVRTC_SUCCESS)
     return -1;
   return major * 1000 + minor * 10;
 }
 
 namespace {
 /// One NVRTC program: `source` with `define` (-D, if not empty) to one cubin.
-CudaBinary compileProgram(const std::string &source, const std::string &name,
+CudaBinary compileProgram(const Nvrtc &nvrtc, const std::string &source, const std::string &name,
                           const CudaCompileOptions &options, const std::string &include,
                           const std::string &define) {
   CudaBinary out;
@@ -58,12 +135,12 @@ CudaBinary compileProgram(const std::string &source, const std::string &name,
     headerNames.push_back(h.name);
     headerContents.push_back(h.contents);
   }
-  Program program;
-  nvrtcResult rc = nvrtcCreateProgram(&program.handle, source.c_str(), name.c_str(),
+  Program program{nvrtc};
+  nvrtcResult rc = nvrtc.createProgram(&program.handle, source.c_str(), name.c_str(),
                                       static_cast<int>(headerNames.size()), headerContents.data(),
                                       headerNames.data());
   if (rc != NVRTC_SUCCESS) {
-    out.error = std::string("nvrtcCreateProgram failed: ") + nvrtcGetErrorString(rc);
+    out.error = std::string("nvrtcCreateProgram failed: ") + nvrtc.getErrorString(rc);
     return out;
   }
   std::vector<std::string> opts = {"--gpu-architecture=" + options.arch, "-std=c++17",
@@ -77,28 +154,28 @@ CudaBinary compileProgram(const std::string &source, const std::string &name,
   std::vector<const char *> optPtrs;
   for (const std::string &o : opts)
     optPtrs.push_back(o.c_str());
-  rc = nvrtcCompileProgram(program.handle, static_cast<int>(optPtrs.size()), optPtrs.data());
+  rc = nvrtc.compileProgram(program.handle, static_cast<int>(optPtrs.size()), optPtrs.data());
 
   size_t logSize = 0;
-  nvrtcGetProgramLogSize(program.handle, &logSize);
+  nvrtc.getProgramLogSize(program.handle, &logSize);
   out.log.resize(logSize);
   if (logSize)
-    nvrtcGetProgramLog(program.handle, out.log.data());
+    nvrtc.getProgramLog(program.handle, out.log.data());
   while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n'))
     out.log.pop_back();
   if (rc != NVRTC_SUCCESS) {
     out.error = "NVRTC could not compile " + name + " for " + options.arch + " (" +
-                nvrtcGetErrorString(rc) + "):\n" + out.log;
+                nvrtc.getErrorString(rc) + "):\n" + out.log;
     return out;
   }
   size_t cubinSize = 0;
-  if (nvrtcGetCUBINSize(program.handle, &cubinSize) != NVRTC_SUCCESS || cubinSize == 0) {
+  if (nvrtc.getCUBINSize(program.handle, &cubinSize) != NVRTC_SUCCESS || cubinSize == 0) {
     out.error = "NVRTC produced no cubin of " + name + " for " + options.arch +
                 " (a virtual architecture?)";
     return out;
   }
   out.cubin.resize(cubinSize);
-  nvrtcGetCUBIN(program.handle, out.cubin.data());
+  nvrtc.getCUBIN(program.handle, out.cubin.data());
 
   // ptxas -v: "Used 20 registers", "0 bytes spill stores, 0 bytes spill loads".
   static const std::regex regs("Used ([0-9]+) registers");
@@ -125,6 +202,13 @@ CudaCompileOptions compileOptionsFor(const std::string &arch, const kernel::Laun
 CudaBinary compileCuda(const std::string &source, const std::string &name,
                        const CudaCompileOptions &options) {
   auto t0 = std::chrono::steady_clock::now();
+  std::string loadError;
+  const Nvrtc *nvrtc = loadNvrtc(loadError);
+  if (!nvrtc) {
+    CudaBinary out;
+    out.error = loadError;
+    return out;
+  }
   const std::string include = findCudaInclude();
   if (include.empty()) {
     CudaBinary out;
@@ -138,8 +222,8 @@ CudaBinary compileCuda(const std::string &source, const std::string &name,
   CudaBinary pair;
   auto compilePair = [&]() noexcept {
     try {
-      pair = compileProgram(source, name + " (" + kernel::kPairProgramMacro + ")", options,
-                            include, kernel::kPairProgramMacro);
+      pair = compileProgram(*nvrtc, source, name + " (" + kernel::kPairProgramMacro + ")",
+                            options, include, kernel::kPairProgramMacro);
     } catch (const std::exception &e) {
       pair.error = "compiling the pair kernel of " + name + " failed: " + e.what();
     }
@@ -159,7 +243,7 @@ CudaBinary compileCuda(const std::string &source, const std::string &name,
         t.join();
     }
   } joiner{pairThread};
-  CudaBinary out = compileProgram(source, name, options, include, "");
+  CudaBinary out = compileProgram(*nvrtc, source, name, options, include, "");
   if (pairThread.joinable())
     pairThread.join();
   else if (options.pairProgram)

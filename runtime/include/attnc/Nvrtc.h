@@ -3,8 +3,11 @@
 // Compiles a CUDA source that includes the attnc templates (handed to NVRTC
 // as named headers, from the copies embedded in the library) for one GPU
 // architecture, and reads ptxas' report (registers, spills) from the log.
-// Needs libnvrtc and the CUDA toolkit's include folder (found at run time:
-// $CUDA_HOME, $CUDA_PATH, /usr/local/cuda), no GPU.
+// Needs libnvrtc (loaded on first use: libnvrtc.so.<CUDA major>, else
+// libnvrtc.so; a process that only takes kernels from AOT bundles never loads
+// it) and the CUDA
+// toolkit's include folder (found at run time: $CUDA_HOME, $CUDA_PATH,
+// /usr/local/cuda), no GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,7 +57,8 @@ CudaCompileOptions compileOptionsFor(const std::string &arch, const kernel::Laun
 /// The CUDA toolkit's include folder (holding cuda_bf16.h), or "" if none.
 std::string findCudaInclude();
 
-/// NVRTC's version as major * 1000 + minor * 10 (e.g. 13000), or -1.
+/// NVRTC's version as major * 1000 + minor * 10 (e.g. 13000), or -1 where
+/// NVRTC cannot be loaded.
 int nvrtcVersion();
 
 } // namespace attn
