@@ -1,7 +1,10 @@
 //===- paged.cuh - The KV cache accessor: contiguous or through a block table -*- CUDA -*-===//
 //
 // attn-page-kv: every KV row the kernel reads is located by
-// `KVCache::slot`, the only place the block table is read. Token t of a
+// `KVCache::slot`. The block table is read here (`KVCache::lookup`) and by
+// the decode copy's `PageRuns` (block.cuh), which reads a sequence's first
+// entries at the kernel's start; every entry read goes through `slot`,
+// which refuses one outside the cache. Token t of a
 // paged sequence lives in page block_table[t / page_size] at slot
 // t % page_size. A token past kv_len, or a table entry outside
 // [0, num_pages), has no slot (-1), and the tile loads read such a row as
