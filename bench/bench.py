@@ -524,6 +524,12 @@ def main():
                          (f"no such rows: {', '.join(unknown)}" if unknown else "no rows named") +
                          f" (any of {', '.join(ROW_KINDS)}, comma separated)")
     partial = args.quick or kinds != list(ROW_KINDS) or args.redraw
+    timing = [flag for flag, given in (("--rows", args.rows != ",".join(ROW_KINDS)),
+                                       ("--quick", args.quick), ("--no-flex", args.no_flex),
+                                       ("--repeat", args.repeat != 1)) if given]
+    if args.redraw and timing:
+        raise SystemExit(f"--redraw and {', '.join(timing)}: a redraw times nothing (it draws "
+                         "the rows of the saved run as they are)")
     if args.redraw and args.profile:
         raise SystemExit("--redraw and --profile: give one (a redraw writes the table and chart "
                          "of a saved run, a profile times nothing and writes nothing)")
