@@ -500,12 +500,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="folder for results.json/.md/.png (default bench/, for a run "
                                    "of every row only: it holds the published results)")
-    ap.add_argument("--rows", default=",".join(ROW_KINDS),
-                    help=f"any of {', '.join(ROW_KINDS)} (comma separated)")
+    ap.add_argument("--rows", help=f"any of {', '.join(ROW_KINDS)} (comma separated; "
+                                   "default: all)")
     ap.add_argument("--quick", action="store_true", help="a few rows only (a smoke test)")
     ap.add_argument("--no-flex", action="store_true",
                     help="leave FlexAttention out (it compiles once per shape: minutes)")
-    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+    ap.add_argument("--repeat", type=int, metavar="N",
                     help="time each row's series N times, in rounds that take them in turn, "
                          "and keep each one's median (default 1)")
     ap.add_argument("--profile", action="store_true",
@@ -515,6 +515,12 @@ def main():
                     help="time nothing: write results-table.md and results.png into --out from a "
                          "results.json of an earlier run (needs no GPU, torch or triton)")
     args = ap.parse_args()
+    # Which timing flags were given (a redraw takes none), before their defaults.
+    timing = [flag for flag, given in (("--rows", args.rows is not None), ("--quick", args.quick),
+                                       ("--no-flex", args.no_flex),
+                                       ("--repeat", args.repeat is not None)) if given]
+    args.rows = ",".join(ROW_KINDS) if args.rows is None else args.rows
+    args.repeat = 1 if args.repeat is None else args.repeat
     if args.repeat < 1:
         raise SystemExit(f"--repeat {args.repeat}: the rounds per row must be at least 1")
     kinds = [k.strip() for k in args.rows.split(",") if k.strip()]
@@ -524,9 +530,6 @@ def main():
                          (f"no such rows: {', '.join(unknown)}" if unknown else "no rows named") +
                          f" (any of {', '.join(ROW_KINDS)}, comma separated)")
     partial = args.quick or kinds != list(ROW_KINDS) or args.redraw
-    timing = [flag for flag, given in (("--rows", args.rows != ",".join(ROW_KINDS)),
-                                       ("--quick", args.quick), ("--no-flex", args.no_flex),
-                                       ("--repeat", args.repeat != 1)) if given]
     if args.redraw and timing:
         raise SystemExit(f"--redraw and {', '.join(timing)}: a redraw times nothing (it draws "
                          "the rows of the saved run as they are)")

@@ -57,18 +57,35 @@ const Nvrtc *loadNvrtc(std::string &error) {
     // loader finds it, else in a toolkit's lib64/ or lib/ (as the include
     // folder is looked for), else any libnvrtc.so the loader finds.
     const std::string versioned = "libnvrtc.so." + std::to_string(CUDA_VERSION / 1000);
-    void *lib = dlopen(versioned.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // The loader's reason: for a file found that did not load, else for the
+    // first name tried.
+    std::string why;
+    auto open = [&](const std::string &name, bool found) {
+      void *h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h)
+        if (const char *e = dlerror(); e && (found || why.empty()))
+          why = e;
+      return h;
+    };
+    void *lib = open(versioned, false);
     for (const std::string &root : cudaRoots())
       for (const char *dir : {"/lib64/", "/lib/"})
-        if (!lib && exists(root + dir + versioned))
-          lib = dlopen((root + dir + versioned).c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib && exists(root + dir + versioned)) {
+          // NVRTC opens its builtins library by name, which the loader would
+          // not look for in this folder: load the one beside it first (the
+          // later open by name finds it loaded, by its soname).
+          const std::string builtins = root + dir + "libnvrtc-builtins.so";
+          if (exists(builtins))
+            dlopen(builtins.c_str(), RTLD_NOW | RTLD_GLOBAL);
+          lib = open(root + dir + versioned, true);
+        }
     if (!lib)
-      lib = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+      lib = open("libnvrtc.so", false);
     if (!lib) {
-      loadError = "no NVRTC (" + versioned +
-                  " not found by the loader nor in $CUDA_HOME, $CUDA_PATH or /usr/local/cuda): "
-                  "compiling kernels at run time needs the CUDA toolkit's NVRTC (kernels from "
-                  "AOT bundles need none)";
+      loadError = "no NVRTC (" + why +
+                  "; looked for it where the loader looks and in $CUDA_HOME, $CUDA_PATH and "
+                  "/usr/local/cuda): compiling kernels at run time needs the CUDA toolkit's "
+                  "NVRTC (kernels from AOT bundles need none)";
       return;
     }
     bool ok = true;
