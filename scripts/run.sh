@@ -2,12 +2,13 @@
 # Builds attnc and runs it. Without arguments: the textbook IR of a prefill
 # spec (causal, paged, GQA 4, bf16, head_dim 128) becomes the FlashAttention
 # recurrence, one pass at a time; then the same kernel (in f32, for the CPU)
-# runs on random inputs and is checked against textbook attention.
+# runs on random inputs and is checked against textbook attention, and on a
+# machine with a GPU the CUDA kernel too (`attnc run --target gpu`).
 # With arguments: `attnc <arguments>` (scripts/run.sh emit --help: attnc's help).
 #   scripts/run.sh [-h | --help | ATTNC_ARGS...]
 set -euo pipefail
 case "${1:-}" in
-  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh" attnc >&2
@@ -17,6 +18,13 @@ if [ $# -eq 0 ]; then
   "$attnc" emit --spec "$spec,dtype=bf16" --print-ir-after-all
   echo
   echo "== the same kernel on the CPU (f32), checked against textbook attention =="
-  exec "$attnc" run --spec "$spec" --q-len 300 --batch 2 --ragged
+  "$attnc" run --spec "$spec" --q-len 300 --batch 2 --ragged
+  # On a machine with a GPU, the CUDA kernel of the spec too (bf16, the GPU's architecture).
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo
+    echo "== the CUDA kernel on the GPU (bf16), checked against textbook attention =="
+    exec "$attnc" run --target gpu --spec "$spec" --q-len 300 --batch 2 --ragged
+  fi
+  exit 0
 fi
 exec "$attnc" "$@"
