@@ -353,7 +353,8 @@ int aot(const AotOptions &o) {
       if (std::find(archs.begin(), archs.end(), a) == archs.end())
         archs.push_back(a);
     }
-    if (!trim(o.archs).empty() && trim(o.archs).back() == ',') // getline drops a last empty name
+    const std::string all = trim(o.archs);
+    if (!all.empty() && all.back() == ',') // getline drops a last empty name
       return fail(emptyName);
   }
   if (archs.empty())

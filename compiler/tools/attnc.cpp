@@ -349,9 +349,8 @@ static int keepOutput(llvm::ToolOutputFile &output) {
 
 static int runEmit() {
   if (emitTarget.getNumOccurrences()) {
-    std::string t = emitTarget.getValue(); // as the spec parser reads a value: trimmed
-    t.erase(0, t.find_first_not_of(" \t"));
-    t.erase(t.find_last_not_of(" \t") + 1);
+    // As the spec parser reads a value: trimmed.
+    const std::string t = llvm::StringRef(emitTarget.getValue()).trim(" \t").str();
     // A spec that names its own target as well: say so (any other problem of
     // the spec with this target is the spec's own message, below).
     if (auto own = attn::cli::fieldValue(specText, "target");
