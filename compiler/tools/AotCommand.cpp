@@ -11,6 +11,7 @@
 #include "Commands.h"
 
 #ifdef ATTNC_HAVE_NVRTC
+#include "attnc/BundleFolder.h"
 #include "attnc/EmitCuda.h"
 #include "attnc/KernelCache.h"
 #include "attnc/Nvrtc.h"
@@ -54,16 +55,6 @@ struct Job {
 std::string trim(const std::string &s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
-
-/// 64-bit FNV-1a, as the manifest's checksum of each cubin.
-uint64_t fnv1a(const std::vector<char> &bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : bytes) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 std::string identifier(std::string name) {
@@ -243,17 +234,20 @@ int verify(const std::string &dir) {
     return fail(dir + "/bundle.cpp: cannot open");
   std::stringstream source;
   source << sourceIn.rdbuf();
-  int problems = 0, kernels = 0;
+  int problems = 0, kernels = 0, format = 1;
   std::string line;
   for (int number = 1; std::getline(manifest, line); ++number) {
+    if (number == 2 && manifestFormat(line) > 0)
+      format = manifestFormat(line);
+    if (format > kManifestFormat)
+      return fail(dir + "/manifest.txt:2: manifest format " + std::to_string(format) +
+                  ", this attnc reads up to " + std::to_string(kManifestFormat) +
+                  ": verify it with the attnc that built it");
     if (line.empty() || line[0] == '#')
       continue;
-    std::istringstream fields(line);
-    std::string arch, spec, file, fnv;
-    long long threads, shared, merge, regs, spills, bytes;
     auto where = dir + "/manifest.txt:" + std::to_string(number) + ": ";
-    if (!(fields >> arch >> spec >> file >> threads >> shared >> merge >> regs >> spills >> bytes >>
-          fnv)) {
+    ManifestLine m;
+    if (!parseManifestLine(line, format, m)) {
       llvm::errs() << "attnc aot: " << where << "not a manifest line\n";
       ++problems;
       continue;
@@ -262,11 +256,10 @@ int verify(const std::string &dir) {
     // A cubin (a file in cubins/ or an array of bundle.cpp) against the manifest.
     auto compare = [&](const std::string &what, const std::vector<char> &cubin, long long size,
                        const std::string &want) {
-      std::ostringstream sum;
-      sum << std::hex << fnv1a(cubin);
-      if (static_cast<long long>(cubin.size()) != size || sum.str() != want)
+      const std::string sum = fnv1aHex(cubin.data(), cubin.size());
+      if (static_cast<long long>(cubin.size()) != size || sum != want)
         llvm::errs() << "attnc aot: " << where << what << " is corrupted (" << cubin.size()
-                     << " bytes, checksum " << sum.str() << "; the manifest says " << size
+                     << " bytes, checksum " << sum << "; the manifest says " << size
                      << " bytes, " << want << ")\n",
             ++problems;
     };
@@ -288,26 +281,20 @@ int verify(const std::string &dir) {
       else
         compare("bundle.cpp's " + array, embedded, size, want);
     };
-    check(file, bytes, fnv, "cubin" + index);
+    check(m.cubin, m.bytes, m.fnv1a, "cubin" + index);
     // A decode kernel with a pair kernel: its module's file, size and checksum.
-    std::string pairFile, pairFnv;
-    long long pairBytes;
-    const bool listsPair = static_cast<bool>(fields >> pairFile);
-    if (listsPair) {
-      if (fields >> pairBytes >> pairFnv)
-        check(pairFile, pairBytes, pairFnv, "pair_cubin" + index);
-      else
-        llvm::errs() << "attnc aot: " << where << "not a manifest line\n", ++problems;
-    }
+    const bool listsPair = !m.pair_cubin.empty();
+    if (listsPair)
+      check(m.pair_cubin, m.pair_bytes, m.pair_fnv1a, "pair_cubin" + index);
     // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.
     if ((source.str().find(", sizeof pair_cubin" + index + ",") != std::string::npos) != listsPair)
       llvm::errs() << "attnc aot: " << where << "bundle.cpp " << (listsPair ? "lacks" : "has")
                    << " the pair kernel's cubin the manifest " << (listsPair ? "lists" : "does not list")
                    << "\n",
           ++problems;
-    if (source.str().find("{\"" + spec + "\", \"" + arch + "\"") == std::string::npos)
-      llvm::errs() << "attnc aot: " << where << "bundle.cpp does not register " << arch << " "
-                   << spec << "\n",
+    if (source.str().find("{\"" + m.spec + "\", \"" + m.arch + "\"") == std::string::npos)
+      llvm::errs() << "attnc aot: " << where << "bundle.cpp does not register " << m.arch << " "
+                   << m.spec << "\n",
           ++problems;
   }
   // bundle.cpp registers exactly the manifest's kernels: one entry line each.
@@ -504,26 +491,35 @@ int aot(const AotOptions &o) {
   std::string error;
   std::ostringstream manifest;
   manifest << "# attnc " << ATTNC_VERSION << " AOT bundle '" << bundleName << "': "
-           << counted(int64_t(jobs.size()), "kernel") << "\n# arch spec cubin threads shared_bytes merge_threads registers "
-              "spill_bytes bytes fnv1a [pair_cubin pair_bytes pair_fnv1a]\n";
+           << counted(int64_t(jobs.size()), "kernel") << "\n# manifest " << kManifestFormat
+           << ": " << manifestColumns() << "\n";
   bool ok = true;
   for (const Job &j : jobs) {
-    const std::string file = "cubins/" + j.spec.symbol() + ".cubin";
-    ok = ok && writeFile(tmp + "/" + file,
+    ManifestLine m;
+    m.arch = j.arch;
+    m.spec = j.spec.str();
+    m.cubin = "cubins/" + j.spec.symbol() + ".cubin";
+    m.threads = j.shape.threads;
+    m.shared_bytes = j.shape.shared_bytes;
+    m.merge_threads = j.shape.merge_threads;
+    m.cluster_merge = j.shape.cluster_merge ? 1 : 0;
+    m.pair_shared_bytes = j.shape.pair_shared_bytes;
+    m.params_bytes = sizeof(attn::kernel::Params);
+    m.registers = j.binary.registers;
+    m.spill_bytes = j.binary.spillStoreBytes;
+    m.bytes = static_cast<long long>(j.binary.cubin.size());
+    m.fnv1a = fnv1aHex(j.binary.cubin.data(), j.binary.cubin.size());
+    ok = ok && writeFile(tmp + "/" + m.cubin,
                          std::string(j.binary.cubin.begin(), j.binary.cubin.end()), error);
-    manifest << j.arch << " " << j.spec.str() << " " << file << " " << j.shape.threads << " "
-             << j.shape.shared_bytes << " " << j.shape.merge_threads << " " << j.binary.registers
-             << " " << j.binary.spillStoreBytes << " " << j.binary.cubin.size() << " "
-             << std::hex << fnv1a(j.binary.cubin) << std::dec;
     if (!j.binary.pairCubin.empty()) {
-      const std::string pairFile = "cubins/" + j.spec.symbol() + "_pair.cubin";
-      ok = ok && writeFile(tmp + "/" + pairFile,
+      m.pair_cubin = "cubins/" + j.spec.symbol() + "_pair.cubin";
+      m.pair_bytes = static_cast<long long>(j.binary.pairCubin.size());
+      m.pair_fnv1a = fnv1aHex(j.binary.pairCubin.data(), j.binary.pairCubin.size());
+      ok = ok && writeFile(tmp + "/" + m.pair_cubin,
                            std::string(j.binary.pairCubin.begin(), j.binary.pairCubin.end()),
                            error);
-      manifest << " " << pairFile << " " << j.binary.pairCubin.size() << " " << std::hex
-               << fnv1a(j.binary.pairCubin) << std::dec;
     }
-    manifest << "\n";
+    manifest << formatManifestLine(m) << "\n";
   }
   ok = ok && writeFile(tmp + "/manifest.txt", manifest.str(), error) &&
        writeFile(tmp + "/bundle.cpp", bundleSource(bundleName, jobs), error);

@@ -53,7 +53,7 @@ static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list | clear")
 static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: textbook "
                                             "attention vs the generated kernel");
 static cl::SubCommand aotCmd("aot", "Compile a file of specs for a list of architectures into a "
-                                    "bundle an application links (no NVRTC at run time); tiles a "
+                                    "bundle an application links or loads (no NVRTC at run time); tiles a "
                                     "line leaves open take the built-in defaults, not the tuning "
                                     "table");
 static cl::SubCommand tuneCmd("tune", "Time a spec's candidate tile sizes and pipeline depths on "
@@ -244,7 +244,7 @@ Commands:
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
   attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else ~/.cache/attnc)
   attnc tune      time a spec's candidate tiles and pipeline depths on the GPU; the fastest become its defaults
-  attnc aot       compile a file of specs into a bundle an application links (no NVRTC at run time)
+  attnc aot       compile a file of specs into a bundle an application links or loads (no NVRTC at run time)
 Run `attnc <command> --help` for a command's flags.
 
 )";

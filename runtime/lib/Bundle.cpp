@@ -15,6 +15,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::vector<std::string> names, errors;
+  std::vector<std::string> origins; ///< per name: "" for a linked bundle, else its folder
   std::vector<const BundleEntry *> entries;
   std::map<std::pair<std::string, std::string>, const BundleEntry *> bySpec;
 };
@@ -25,34 +26,25 @@ Registry &registry() {
   static Registry r;
   return r;
 }
-} // namespace
 
-BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entries,
-                                       size_t count, size_t entry_bytes) {
-  Registry &r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
+/// Why a bundle's entries cannot be used (the whole bundle is refused), or "".
+std::string refusal(const char *name, const BundleEntry *entries, size_t count,
+                    size_t entry_bytes) {
   const std::string bundle = "bundle " + std::string(name ? name : "(no name)");
-  if (!name || (count && !entries)) {
-    r.errors.push_back(bundle + ": " + (name ? "its entries are a null pointer" : "no name") +
-                       "; its kernels are not used");
-    return;
-  }
-  if (entry_bytes != sizeof(BundleEntry)) {
+  const std::string unused = "; its kernels are not used";
+  if (!name || (count && !entries))
+    return bundle + ": " + (name ? "its entries are a null pointer" : "no name") + unused;
+  if (entry_bytes != sizeof(BundleEntry))
     // Its entries cannot be read with this layout: none of them is used.
-    r.errors.push_back("bundle " + std::string(name) + ": compiled with entries of " +
-                       std::to_string(entry_bytes) + " bytes, this attnc's are " +
-                       std::to_string(sizeof(BundleEntry)) +
-                       " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
-    return;
-  }
+    return bundle + ": compiled with entries of " + std::to_string(entry_bytes) +
+           " bytes, this attnc's are " + std::to_string(sizeof(BundleEntry)) +
+           " (regenerate it with this attnc's `attnc aot`)" + unused;
   for (size_t i = 0; i < count; ++i)
-    if (entries[i].params_bytes != sizeof(kernel::Params)) {
-      r.errors.push_back("bundle " + std::string(name) + ": its kernels take arguments of " +
-                         std::to_string(entries[i].params_bytes) + " bytes, this attnc passes " +
-                         std::to_string(sizeof(kernel::Params)) +
-                         " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
-      return;
-    }
+    if (entries[i].params_bytes != sizeof(kernel::Params))
+      return bundle + ": its kernels take arguments of " +
+             std::to_string(entries[i].params_bytes) + " bytes, this attnc passes " +
+             std::to_string(sizeof(kernel::Params)) +
+             " (regenerate it with this attnc's `attnc aot`)" + unused;
   // An entry that could not be loaded is refused with the whole bundle (a
   // hand-edited or damaged source; `attnc aot` writes none).
   for (size_t i = 0; i < count; ++i) {
@@ -65,19 +57,56 @@ BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entr
                       : e.shared_bytes < 0 || e.merge_threads < 0 || e.pair_shared_bytes < 0
                           ? "a negative launch size"
                           : nullptr;
-    if (why) {
-      r.errors.push_back(bundle + ": entry " + std::to_string(i) + " has " + why +
-                         "; its kernels are not used");
-      return;
-    }
+    if (why)
+      return bundle + ": entry " + std::to_string(i) + " has " + why + unused;
   }
+  return "";
+}
+
+/// Adds a bundle that passed refusal(); the caller holds the lock.
+void add(Registry &r, const char *name, const BundleEntry *entries, size_t count,
+         const std::string &origin) {
   r.names.push_back(name);
+  r.origins.push_back(origin);
   for (size_t i = 0; i < count; ++i) {
     r.entries.push_back(&entries[i]);
     // The first bundle to register a kernel keeps it.
     r.bySpec.emplace(std::make_pair(std::string(entries[i].spec), std::string(entries[i].arch)),
                      &entries[i]);
   }
+}
+} // namespace
+
+BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entries,
+                                       size_t count, size_t entry_bytes) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::string why = refusal(name, entries, count, entry_bytes);
+  if (!why.empty())
+    r.errors.push_back(why);
+  else
+    add(r, name, entries, count, "");
+}
+
+bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
+                          const std::string &origin, std::string &error, bool &again) {
+  again = false;
+  error = refusal(name, entries, count, sizeof(BundleEntry));
+  if (!error.empty())
+    return false;
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (size_t i = 0; i < r.names.size(); ++i)
+    if (r.names[i] == name) {
+      if (r.origins[i] == origin)
+        return again = true;
+      error = "a bundle named '" + std::string(name) + "' is already registered (" +
+              (r.origins[i].empty() ? "linked into the program" : "loaded from " + r.origins[i]) +
+              "); build one of them with another name (attnc aot --name)";
+      return false;
+    }
+  add(r, name, entries, count, origin);
+  return true;
 }
 
 const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch) {

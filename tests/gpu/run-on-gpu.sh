@@ -22,7 +22,8 @@
 # 5. The examples that need a GPU: the AOT application (AOT-only, one
 #    attn::attention call per kernel, checked against the reference), JIT at
 #    model load (cold, memory-warm, disk-warm), the Llama from transformers
-#    with attnc's attention (logits against SDPA's).
+#    with attnc's attention (logits against SDPA's), and Python serving from
+#    an AOT bundle folder that the packed attnc builds here (aot_serving.py).
 # 6. With --bench: the benchmark's shapes (bench/bench.py), attnc then PyTorch SDPA in the same run,
 #    then bench/bench.py (attnc through Python against SDPA and FlexAttention).
 # Last, a short summary (tests/gpu/ratios.py --summary), saved with every row as
@@ -147,8 +148,24 @@ if [ $checks = 1 ]; then
       77) verdicts+="llama.py skipped (no torch or transformers)" ;;
       *) verdicts+="llama.py FAILED"; status=1 ;;
     esac
+    # Python serving from an AOT bundle folder, AOT-only: built here by the packed attnc.
+    bundle_dir=$(mktemp -d)
+    if "$attnc" aot --specs "$root/examples/aot/app-specs.txt" -o "$bundle_dir/bundle" \
+         --name llama_layer > "$bundle_dir/aot.log" 2>&1; then
+      ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/examples/python/aot_serving.py" \
+        "$bundle_dir/bundle" 2>&1 | tee -a "$logs/examples.log"
+      case "${PIPESTATUS[0]}" in
+        0) verdicts+=", aot_serving.py ok" ;;
+        77) verdicts+=", aot_serving.py skipped (no torch)" ;;
+        *) verdicts+=", aot_serving.py FAILED"; status=1 ;;
+      esac
+    else
+      tee -a "$logs/examples.log" < "$bundle_dir/aot.log"
+      verdicts+=", aot_serving.py FAILED (attnc aot failed)"; status=1
+    fi
+    rm -rf "$bundle_dir"
   else
-    verdicts+="llama.py not run (no libattnc.so in the pack)"
+    verdicts+="llama.py and aot_serving.py not run (no libattnc.so in the pack)"
   fi
   # The line tests/gpu/ratios.py --summary gives.
   echo "examples: $verdicts" | tee -a "$logs/examples.log"

@@ -4,7 +4,11 @@ ATTNC_LIBRARY pointing at the built libattnc.so)."""
 
 import gc
 import os
+import pathlib
+import shutil
+import subprocess
 import sys
+import tempfile
 import types
 import unittest
 import weakref
@@ -533,6 +537,61 @@ class TestPlanChecksWhatItLaunches(unittest.TestCase):
         self.assertIn("max_seqlen_k = 299, but k holds one sequence of 300 tokens", str(e.exception))
 
 
+class TestBundles(unittest.TestCase):
+    """attnc.load_bundle over attnc_bundle_load: a folder that `attnc aot` wrote
+    (ctest gives ATTNC_EXECUTABLE); no GPU needed to register its kernels."""
+
+    @classmethod
+    def setUpClass(cls):
+        exe = os.environ.get("ATTNC_EXECUTABLE")
+        if not exe:
+            raise unittest.SkipTest("ATTNC_EXECUTABLE is not set (ctest sets it to the built attnc)")
+        cls.tmp = tempfile.mkdtemp(prefix="attnc-py-bundle-")
+        specs = os.path.join(cls.tmp, "specs.txt")
+        with open(specs, "w") as f:
+            f.write("mode=decode,head_dim=64,page_size=16,gqa=2\n")
+        cls.bundle = os.path.join(cls.tmp, "bundle")
+        subprocess.run([exe, "aot", "--specs", specs, "--arch", "sm_80", "-j1", "--name",
+                        "python_test_bundle", "-o", cls.bundle], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_a_folder_registers_its_kernels_once(self):
+        self.assertEqual(attnc.load_bundle(self.bundle), 1)
+        self.assertEqual(attnc.load_bundle(pathlib.Path(self.bundle)), 1)  # again: nothing new
+
+    def test_a_corrupted_folder_is_refused_whole(self):
+        copy = os.path.join(self.tmp, "corrupted")
+        shutil.copytree(self.bundle, copy)
+        cubin = next(pathlib.Path(copy, "cubins").glob("*.cubin"))
+        with open(cubin, "ab") as f:
+            f.write(b"x")
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.load_bundle(copy)
+        self.assertIn("loading the bundle " + copy, str(e.exception))
+        self.assertIn(f"manifest.txt:3: cubins/{cubin.name} is corrupted", str(e.exception))
+
+    def test_what_is_not_a_bundle_folder_is_named(self):
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.load_bundle(self.tmp)
+        self.assertIn(os.path.join(self.tmp, "manifest.txt") + ": cannot open", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.load_bundle(None)
+        self.assertIn("expected a folder's path", str(e.exception))
+
+    def test_aot_only_takes_true_or_false(self):
+        for bad in ("yes", 2, None):
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.set_aot_only(bad)
+            self.assertIn("aot_only = ", str(e.exception))
+            with self.assertRaises(attnc.AttncError):
+                attnc.Runtime(aot_only=bad)  # refused before a runtime is made
+        attnc.set_aot_only(False)
+
+
 class TestRuntime(unittest.TestCase):
     def test_runtime_binds_or_says_why(self):
         try:
@@ -544,6 +603,13 @@ class TestRuntime(unittest.TestCase):
         self.assertTrue(rt.arch.startswith("sm_"))
         kernel = rt.kernel("mode=decode,page_size=16,gqa=4")
         self.assertIn("target=" + ("sm_90a" if rt.arch == "sm_90a" else "sm_80"), kernel.spec)
+        self.assertIn(kernel.source, ("compiled", "disk", "memory"))
+        # AOT only: a spec no bundle holds is refused, a kernel already got still served.
+        rt.aot_only = True
+        with self.assertRaises(attnc.AttncError) as e:
+            rt.kernel("mode=decode,head_dim=96,page_size=16,gqa=4")
+        self.assertIn("is in no AOT bundle built for " + rt.arch, str(e.exception))
+        self.assertIs(rt.kernel("mode=decode,page_size=16,gqa=4"), kernel)
 
 
 if __name__ == "__main__":

@@ -164,8 +164,21 @@ TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {
   CHECK(kernels[0] == nullptr); // out[i] is null on every failure
   char buf[64];
   CHECK(attnc_runtime_arch(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attnc_kernel_source(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attnc_runtime_set_aot_only(nullptr, 1) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "runtime is a null pointer");
   attnc_runtime_destroy(nullptr); // no-ops
   attnc_kernel_release(nullptr);
+}
+
+TEST_CASE("the C API names what it cannot load as a bundle folder", "[capi]") {
+  int64_t kernels = 7;
+  CHECK(attnc_bundle_load(nullptr, &kernels) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "dir is a null pointer");
+  CHECK(kernels == 0);
+  CHECK(attnc_bundle_load("/nonexistent/bundle", nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("/nonexistent/bundle/manifest.txt: cannot open", 0) ==
+        0);
 }
 
 TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
@@ -232,8 +245,25 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   REQUIRE(attnc_runtime_prepare(rt, model, 2, 2, loaded) == ATTNC_OK);
   CHECK(loaded[0] != nullptr);
   CHECK(loaded[1] != nullptr);
+  // Where each came from: this process compiled it or read it from the disk cache.
+  char source[16];
+  REQUIRE(attnc_kernel_source(loaded[0], source, sizeof source) == ATTNC_OK);
+  CHECK((std::string(source) == "compiled" || std::string(source) == "disk"));
   attnc_kernel_release(loaded[0]);
   attnc_kernel_release(loaded[1]);
+  // AOT only: a spec no bundle holds is refused as such; one got before is still served.
+  REQUIRE(attnc_runtime_set_aot_only(rt, 1) == ATTNC_OK);
+  attnc_kernel *unbundled = reinterpret_cast<attnc_kernel *>(arch); // not null
+  CHECK(attnc_kernel_get(rt, "mode=decode,head_dim=96,page_size=16,gqa=4", &unbundled) ==
+        ATTNC_ERROR_NOT_BUNDLED);
+  CHECK(std::string(attnc_last_error()).find("is in no AOT bundle built for " + std::string(arch)) !=
+        std::string::npos);
+  CHECK(unbundled == nullptr);
+  REQUIRE(attnc_kernel_get(rt, model[1], &unbundled) == ATTNC_OK);
+  REQUIRE(attnc_kernel_source(unbundled, source, sizeof source) == ATTNC_OK);
+  CHECK(std::string(source) == "memory");
+  attnc_kernel_release(unbundled);
+  REQUIRE(attnc_runtime_set_aot_only(rt, 0) == ATTNC_OK);
   const char *bad[] = {"gqa=4", "head_dim=7"};
   // On failure every out[i] is null, whatever it held before.
   attnc_kernel *const stale = reinterpret_cast<attnc_kernel *>(arch); // any non-null value

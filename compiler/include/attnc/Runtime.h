@@ -13,6 +13,7 @@
 #include "attnc/Kernel.h"
 #include "attnc/KernelCache.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct KernelLookup {
   std::shared_ptr<const CudaBinary> binary; ///< the cubin, with ptxas' report when compiled
   std::string error;
   bool wrongTarget = false; ///< the error: the spec's target cannot run on this GPU (no compile ran)
+  bool notBundled = false;  ///< the error: AOT-only mode, and no bundle holds the spec
   CacheSource source = CacheSource::Compiled; ///< of the cubin (Memory: also already loaded)
   double seconds = 0;
   explicit operator bool() const { return kernel != nullptr; }
@@ -50,9 +52,11 @@ public:
   /// order; later kernel() calls for them are memory hits.
   std::vector<KernelLookup> prepare(const std::vector<Spec> &specs, unsigned threads = 0);
 
-  /// AOT only: a spec missing from every linked bundle (attnc/Bundle.h) is
-  /// an error instead of a JIT compile. Set it before asking for kernels.
+  /// AOT only: a spec missing from every bundle, linked (attnc/Bundle.h) or
+  /// loaded (attnc/BundleFolder.h), is an error instead of a JIT compile.
+  /// Kernels already got stay usable.
   void setAotOnly(bool aotOnly) { aotOnly_ = aotOnly; }
+  bool aotOnly() const { return aotOnly_; }
 
   const std::string &arch() const { return arch_; } ///< "sm_90a", "sm_80", "sm_86", ...
   /// The spec target for this GPU: sm_90a on 9.x, sm_80 on every 8.x.
@@ -69,7 +73,7 @@ private:
   CUcontext ctx_ = nullptr;
   std::string arch_, name_;
   int ccMajor_ = 0;
-  bool aotOnly_ = false;
+  std::atomic<bool> aotOnly_{false};
   KernelCache cache_;
   SingleFlight<KernelLookup> kernels_;
 };

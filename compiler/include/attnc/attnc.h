@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 /** The ABI version: raised only when functions or fields are added. */
-#define ATTNC_ABI_VERSION 4
+#define ATTNC_ABI_VERSION 5
 
 typedef enum attnc_status {
   ATTNC_OK = 0,
@@ -53,7 +53,9 @@ typedef enum attnc_status {
   ATTNC_ERROR_NO_GPU = 2,           /**< no CUDA driver or device */
   ATTNC_ERROR_COMPILE = 3,          /**< the pipeline, the emitter or NVRTC failed */
   ATTNC_ERROR_LAUNCH = 4,           /**< the driver refused the launch */
-  ATTNC_ERROR_BUFFER_TOO_SMALL = 5  /**< an output string did not fit */
+  ATTNC_ERROR_BUFFER_TOO_SMALL = 5, /**< an output string did not fit */
+  ATTNC_ERROR_NOT_BUNDLED = 6       /**< AOT-only mode, and no AOT bundle holds the spec
+                                         (added in ABI version 5) */
 } attnc_status;
 
 typedef struct attnc_runtime attnc_runtime;
@@ -122,6 +124,18 @@ ATTNC_API attnc_status attnc_spec_canonical(const char *spec, char *out, size_t 
 ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *target, char *out,
                                             size_t out_size);
 
+/** AOT bundles at run time: registers the kernels of a bundle folder that
+ *  `attnc aot` wrote (its manifest.txt and the cubins it lists; bundle.cpp
+ *  is not read) for every runtime of the process, each cubin checked
+ *  against the manifest's size and checksum. All or nothing: a folder that
+ *  is not a bundle, a missing or corrupted cubin, a bundle built by an attnc
+ *  whose kernels take other arguments, or a bundle name already registered
+ *  from elsewhere is ATTNC_ERROR_INVALID_ARGUMENT and registers nothing.
+ *  Loading the same folder again registers nothing new. *kernels (may be
+ *  NULL) receives the number of kernels the folder holds, all architectures
+ *  counted. Needs no GPU. Added in ABI version 5. */
+ATTNC_API attnc_status attnc_bundle_load(const char *dir, int64_t *kernels);
+
 /** Binds to the calling thread's current CUDA context (device 0's primary
  *  context when none is current). cache_dir NULL or "": the default. */
 ATTNC_API attnc_status attnc_runtime_create(const char *cache_dir, attnc_runtime **out);
@@ -129,10 +143,14 @@ ATTNC_API void attnc_runtime_destroy(attnc_runtime *runtime);
 /** The GPU's architecture ("sm_90a", "sm_80", "sm_86", ...) into `out`. */
 ATTNC_API attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t out_size);
 
-/** The kernel of a spec: from an AOT bundle linked into the process (built
- *  for this GPU), else memory, the disk cache or NVRTC (the C API has no
- *  AOT-only mode: attn::Runtime::setAotOnly is C++). A spec without a target
- *  gets the GPU's. The kernel stays valid until released (the runtime keeps
+/** AOT only (aot_only nonzero): a spec no AOT bundle holds is
+ *  ATTNC_ERROR_NOT_BUNDLED instead of a JIT compile; kernels already got
+ *  stay usable. Added in ABI version 5. */
+ATTNC_API attnc_status attnc_runtime_set_aot_only(attnc_runtime *runtime, int aot_only);
+
+/** The kernel of a spec: from an AOT bundle (linked into the process, or
+ *  loaded by attnc_bundle_load) built for this GPU, else memory, the disk
+ *  cache or NVRTC. A spec without a target gets the GPU's. The kernel stays valid until released (the runtime keeps
  *  its own reference while it lives); *out is NULL on failure. */
 ATTNC_API attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec,
                                         attnc_kernel **out);
@@ -144,6 +162,10 @@ ATTNC_API void attnc_kernel_release(attnc_kernel *kernel);
 ATTNC_API attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *specs,
                                              size_t count, unsigned threads,
                                              attnc_kernel **out);
+/** Where the kernel came from when it was got: "bundle" (an AOT bundle),
+ *  "memory" (got before), "disk" (the disk cache) or "compiled" (NVRTC).
+ *  Added in ABI version 5. */
+ATTNC_API attnc_status attnc_kernel_source(const attnc_kernel *kernel, char *out, size_t out_size);
 /** The kernel's canonical spec. */
 ATTNC_API attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t out_size);
 /** Bytes of workspace a launch with these arguments needs (0: none). Reads

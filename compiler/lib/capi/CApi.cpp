@@ -9,6 +9,7 @@
 #include "attnc/attnc.h"
 
 #include "attnc/Attention.h"
+#include "attnc/BundleFolder.h"
 #include "attnc/PageAllocator.h"
 #include "attnc/Runtime.h"
 #include "attnc/Tuning.h"
@@ -29,6 +30,7 @@ struct attnc_runtime {
 
 struct attnc_kernel {
   std::shared_ptr<const Kernel> kernel;
+  const char *source; ///< where it came from when it was got (attnc_kernel_source)
 };
 
 struct attnc_pages {
@@ -47,6 +49,18 @@ attnc_status fail(attnc_status status, std::string message) {
 attnc_status ok() {
   lastError.clear();
   return ATTNC_OK;
+}
+
+/// The status of a failed kernel lookup.
+attnc_status lookupStatus(const KernelLookup &found) {
+  return found.wrongTarget  ? ATTNC_ERROR_INVALID_ARGUMENT
+         : found.notBundled ? ATTNC_ERROR_NOT_BUNDLED
+                            : ATTNC_ERROR_COMPILE;
+}
+
+/// attnc_kernel_source's words for where a kernel came from.
+const char *sourceName(CacheSource source) {
+  return source == CacheSource::Bundle ? "bundle" : name(source);
 }
 
 attnc_status copyOut(const std::string &text, char *out, size_t outSize, const char *what) {
@@ -263,6 +277,22 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
   });
 }
 
+attnc_status attnc_bundle_load(const char *dir, int64_t *kernels) {
+  return guarded([&] {
+    if (kernels)
+      *kernels = 0;
+    if (!dir)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "dir is a null pointer");
+    LoadedBundle loaded;
+    std::string error;
+    if (!loadBundleFolder(dir, loaded, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
+    if (kernels)
+      *kernels = static_cast<int64_t>(loaded.kernels);
+    return ok();
+  });
+}
+
 attnc_status attnc_runtime_create(const char *cacheDir, attnc_runtime **out) {
   return guarded([&] {
     if (!out)
@@ -281,6 +311,15 @@ attnc_status attnc_runtime_create(const char *cacheDir, attnc_runtime **out) {
 }
 
 void attnc_runtime_destroy(attnc_runtime *runtime) { delete runtime; }
+
+attnc_status attnc_runtime_set_aot_only(attnc_runtime *runtime, int aotOnly) {
+  return guarded([&] {
+    if (!runtime)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "runtime is a null pointer");
+    runtime->runtime->setAotOnly(aotOnly != 0);
+    return ok();
+  });
+}
 
 attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *out, size_t outSize) {
   return guarded([&] {
@@ -302,8 +341,8 @@ attnc_status attnc_kernel_get(attnc_runtime *runtime, const char *spec, attnc_ke
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, parsed.error->message());
     KernelLookup found = runtime->runtime->kernel(*parsed.spec);
     if (!found)
-      return fail(found.wrongTarget ? ATTNC_ERROR_INVALID_ARGUMENT : ATTNC_ERROR_COMPILE, found.error);
-    *out = new attnc_kernel{found.kernel};
+      return fail(lookupStatus(found), found.error);
+    *out = new attnc_kernel{found.kernel, sourceName(found.source)};
     return ok();
   });
 }
@@ -333,11 +372,18 @@ attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *sp
     std::vector<KernelLookup> found = runtime->runtime->prepare(parsed, threads);
     for (size_t i = 0; i < count; ++i)
       if (!found[i])
-        return fail(found[i].wrongTarget ? ATTNC_ERROR_INVALID_ARGUMENT : ATTNC_ERROR_COMPILE,
-                    parsed[i].str() + ": " + found[i].error);
+        return fail(lookupStatus(found[i]), parsed[i].str() + ": " + found[i].error);
     for (size_t i = 0; i < count; ++i)
-      out[i] = new attnc_kernel{found[i].kernel};
+      out[i] = new attnc_kernel{found[i].kernel, sourceName(found[i].source)};
     return ok();
+  });
+}
+
+attnc_status attnc_kernel_source(const attnc_kernel *kernel, char *out, size_t outSize) {
+  return guarded([&] {
+    if (!kernel)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, "kernel is a null pointer");
+    return copyOut(kernel->source, out, outSize, "the kernel's source");
   });
 }
 

@@ -137,8 +137,9 @@ KernelLookup Runtime::build(const Spec &spec) {
     cubin.binary = binary;
     cubin.source = CacheSource::Bundle;
   } else if (aotOnly_) {
-    out.error = spec.str() + " is in no linked AOT bundle built for " + arch_ +
+    out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
                 " (AOT-only mode: no JIT)";
+    out.notBundled = true;
     for (const std::string &refused : bundleErrors())
       out.error += "; " + refused;
     return out;

@@ -6,7 +6,8 @@
 // registered bundles before its cache and NVRTC, so an application that
 // links a bundle launches those kernels with no NVRTC compile; in AOT-only
 // mode (Runtime::setAotOnly) a spec missing from every bundle is an error
-// instead of a JIT compile.
+// instead of a JIT compile. A program that cannot compile bundle.cpp in
+// loads the bundle's folder at run time instead (attnc/BundleFolder.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +48,15 @@ struct BundleRegistration {
   BundleRegistration(const char *name, const BundleEntry *entries, size_t count,
                      size_t entry_bytes = sizeof(BundleEntry));
 };
+
+/// Registers the entries of a bundle loaded at run time (attnc/BundleFolder.h)
+/// from `origin`, its folder's real path. Refused as BundleRegistration
+/// refuses, with the reason in `error` rather than bundleErrors(); a name
+/// registered before is refused too, unless it came from the same origin:
+/// then `again` is set and nothing is registered. The entries must live for
+/// the whole program.
+bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
+                          const std::string &origin, std::string &error, bool &again);
 
 /// The entry of `spec` (canonical form) built for `arch`, or null.
 const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch);

@@ -33,7 +33,7 @@ import os
 import threading
 
 __all__ = ["AttncError", "Runtime", "Kernel", "Plan", "PageAllocator", "attention", "plan",
-           "scaled_dot_product_attention",
+           "scaled_dot_product_attention", "load_bundle", "set_aot_only",
            "canonical_spec", "spec_for", "version", "library_path"]
 
 
@@ -43,7 +43,7 @@ class AttncError(RuntimeError):
 
 ATTNC_OK = 0
 _STATUS = {1: "invalid argument", 2: "no GPU", 3: "compile failed", 4: "launch failed",
-           5: "buffer too small"}
+           5: "buffer too small", 6: "not in an AOT bundle"}
 
 
 class _Args(ctypes.Structure):
@@ -124,6 +124,9 @@ def _declare(lib):
         "attnc_runtime_create": (ctypes.c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
         "attnc_runtime_destroy": (None, [c_void_p]),
         "attnc_runtime_arch": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
+        "attnc_runtime_set_aot_only": (ctypes.c_int, [c_void_p, ctypes.c_int]),
+        "attnc_bundle_load": (ctypes.c_int, [c_char_p, ctypes.POINTER(i64)]),
+        "attnc_kernel_source": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
         "attnc_kernel_get": (ctypes.c_int, [c_void_p, c_char_p, ctypes.POINTER(c_void_p)]),
         "attnc_kernel_release": (None, [c_void_p]),
         "attnc_runtime_prepare": (ctypes.c_int, [c_void_p, ctypes.POINTER(c_char_p), c_size_t,
@@ -170,7 +173,7 @@ class _Call(ctypes.Structure):
          ("tile_kv", ctypes.c_int64)]
 
 
-_ABI_NEEDED = 4  # attnc_args' cache strides
+_ABI_NEEDED = 5  # attnc_bundle_load, attnc_runtime_set_aot_only, attnc_kernel_source
 
 
 def version():
@@ -253,12 +256,35 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     return _string(lib.attnc_attention_spec, ctypes.byref(c), target_bytes)
 
 
+def load_bundle(path):
+    """Registers the kernels of an AOT bundle folder (``attnc aot -o DIR``: its
+    manifest.txt and cubins) for every Runtime of the process, attention()'s
+    included: a spec the bundle holds for this GPU is then launched with no
+    NVRTC compile. Each cubin is checked against the manifest's size and
+    checksum; a bad folder raises AttncError and registers nothing. Loading the
+    same folder again registers nothing new. Returns the number of kernels the
+    folder holds (all architectures). Needs no GPU."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise AttncError(f"path = {path!r}: expected a folder's path") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    n = ctypes.c_int64()
+    _check(_library().attnc_bundle_load(_text("path", path), ctypes.byref(n)),
+           "loading the bundle " + path)
+    return n.value
+
+
 class Kernel:
-    """A spec's compiled kernel, loaded in the runtime's CUDA context."""
+    """A spec's compiled kernel, loaded in the runtime's CUDA context.
+    ``source`` says where it came from when it was got: "bundle" (an AOT
+    bundle), "memory", "disk" (the kernel cache) or "compiled" (NVRTC)."""
 
     def __init__(self, runtime, handle):
         self._runtime, self._handle = runtime, handle
         self.spec = _string(_library().attnc_kernel_spec, handle)
+        self.source = _string(_library().attnc_kernel_source, handle)
 
     def __del__(self):
         if getattr(self, "_handle", None) and _lib is not None:
@@ -289,14 +315,28 @@ class Runtime:
     """The JIT runtime bound to the current CUDA context (device 0's primary
     context when none is current): spec -> kernel, cached in memory and on disk."""
 
-    def __init__(self, cache_dir=None):
+    def __init__(self, cache_dir=None, aot_only=False):
         lib = _library()
+        aot_only = bool(_flag("aot_only", aot_only))
         handle = ctypes.c_void_p()
         _check(lib.attnc_runtime_create(_text("cache_dir", cache_dir) if cache_dir else None,
                                         ctypes.byref(handle)), "attnc runtime")
         self._handle = handle
         self._kernels = {}
         self.arch = _string(lib.attnc_runtime_arch, handle)
+        self.aot_only = aot_only
+
+    @property
+    def aot_only(self):
+        """True: a spec no AOT bundle holds (load_bundle) raises AttncError
+        instead of compiling; kernels already got stay usable."""
+        return self._aot_only
+
+    @aot_only.setter
+    def aot_only(self, value):
+        value = bool(_flag("aot_only", value))
+        _check(_library().attnc_runtime_set_aot_only(self._handle, int(value)), "aot_only")
+        self._aot_only = value
 
     def __del__(self):
         if getattr(self, "_handle", None) and _lib is not None:
@@ -553,6 +593,18 @@ def _need(view, name, dims=None, dtype=None):
 
 
 _runtimes = {}
+_aot_only = False
+
+
+def set_aot_only(aot_only=True):
+    """AOT-only serving for attention(), plan() and scaled_dot_product_attention():
+    a call whose spec no loaded AOT bundle holds (load_bundle) raises AttncError
+    instead of compiling a kernel. Their runtimes, per device, made now or later,
+    follow it; a Runtime of your own has its own aot_only."""
+    global _aot_only
+    _aot_only = bool(_flag("aot_only", aot_only))
+    for rt in _runtimes.values():
+        rt.aot_only = _aot_only
 
 
 def _runtime_for(device):
@@ -562,9 +614,9 @@ def _runtime_for(device):
         if torch is not None and device is not None:
             with torch.cuda.device(device):
                 torch.cuda.current_stream()  # makes the device's primary context current
-                _runtimes[key] = Runtime()
+                _runtimes[key] = Runtime(aot_only=_aot_only)
         else:
-            _runtimes[key] = Runtime()
+            _runtimes[key] = Runtime(aot_only=_aot_only)
     return _runtimes[key]
 
 

@@ -1,0 +1,78 @@
+//===- BundleFolder.h - AOT bundle folders: the manifest, loaded at run time -*- C++ -*-===//
+//
+// `attnc aot` writes a bundle folder: cubins/, manifest.txt (one line per
+// kernel: its spec, launch shape, cubin file, size and checksum) and
+// bundle.cpp. An application compiles bundle.cpp in (attnc/Bundle.h); a
+// program that cannot compile C++ against attnc (Python, the C API's other
+// callers) loads the folder instead: loadBundleFolder reads the manifest,
+// checks each cubin against its size and checksum, and registers the kernels
+// with the same registry, so attn::Runtime finds them before NVRTC.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTNC_BUNDLEFOLDER_H
+#define ATTNC_BUNDLEFOLDER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace attn {
+
+/// The manifest's format: its second line is "# manifest <N>: <columns>".
+/// Format 2 added the launch shape's cluster_merge, pair_shared_bytes and
+/// params_bytes (what loading a folder needs); a format 1 manifest can be
+/// verified but not loaded.
+constexpr int kManifestFormat = 2;
+
+/// One kernel's line of manifest.txt.
+struct ManifestLine {
+  std::string arch, spec, cubin;                   ///< cubin: the file, relative to the folder
+  long long threads = 0, shared_bytes = 0, merge_threads = 0;
+  long long cluster_merge = 0, pair_shared_bytes = 0, params_bytes = 0; ///< format 2
+  long long registers = 0, spill_bytes = 0;
+  long long bytes = 0;                              ///< the cubin's size
+  std::string fnv1a;                                ///< its checksum, hex
+  std::string pair_cubin, pair_fnv1a;               ///< empty: no pair kernel
+  long long pair_bytes = 0;
+};
+
+/// The columns of `format`'s lines, as the manifest's second line names them.
+std::string manifestColumns(int format = kManifestFormat);
+
+/// The line of `m` in the current format (no newline).
+std::string formatManifestLine(const ManifestLine &m);
+
+/// Parses one non-comment line of a manifest of `format` (1 or 2). False
+/// when a column is missing, is not a number where one belongs, or there is
+/// text after the last.
+bool parseManifestLine(const std::string &line, int format, ManifestLine &out);
+
+/// The format a manifest's second line declares ("# manifest 2: ..."); 1 for
+/// a manifest without that line (written before formats were numbered), 0
+/// when `line` is neither.
+int manifestFormat(const std::string &secondLine);
+
+/// 64-bit FNV-1a, the manifest's checksum of each cubin, as hex.
+std::string fnv1aHex(const void *bytes, size_t size);
+
+/// What loadBundleFolder found.
+struct LoadedBundle {
+  std::string name;   ///< the bundle's name (from the manifest's first line)
+  size_t kernels = 0; ///< kernels the folder holds (every architecture)
+  bool again = false; ///< this folder was loaded before: nothing new registered
+};
+
+/// Registers the kernels of the bundle folder `dir` (manifest.txt and the
+/// cubins it lists; bundle.cpp is not read) for every attn::Runtime of the
+/// process. All or nothing: a manifest that does not parse, a missing or
+/// corrupted cubin, kernels built for other launch arguments than this
+/// runtime passes, or a bundle name already registered from elsewhere is an
+/// error naming the file (and line) and registers nothing. Loading the same
+/// folder again is not an error and registers nothing new. The kernels stay
+/// registered, and their cubins in memory, for the rest of the program.
+bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error);
+
+} // namespace attn
+
+#endif // ATTNC_BUNDLEFOLDER_H

@@ -1,0 +1,260 @@
+//===- BundleFolderTest.cpp - AOT bundle folders loaded at run time ---------===//
+//
+// A folder as `attnc aot` writes it (manifest.txt, cubins/), with made-up
+// cubin bytes: loading checks sizes and checksums, not what the bytes are.
+//
+//===----------------------------------------------------------------------===//
+
+#include "attnc/Bundle.h"
+#include "attnc/BundleFolder.h"
+
+#include "attn/Spec.h"
+#include "attn/params.cuh"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+std::string canonical(const std::string &text) { return attn::parseSpec(text).spec->str(); }
+
+const std::string kPrefill = "mode=prefill,head_dim=64,target=sm_90a";
+const std::string kDecode = "mode=decode,head_dim=64,page_size=16,gqa=2,target=sm_90a";
+
+void write(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  REQUIRE(out.good());
+}
+
+std::string read(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// The folders made, removed when the tests end.
+struct Folders {
+  std::vector<std::string> dirs;
+  ~Folders() {
+    for (const std::string &dir : dirs) {
+      for (const char *file : {"/cubins/a.cubin", "/cubins/b.cubin", "/cubins/b_pair.cubin",
+                               "/manifest.txt"})
+        std::remove((dir + file).c_str());
+      rmdir((dir + "/cubins").c_str());
+      rmdir(dir.c_str());
+    }
+  }
+} folders;
+
+bool registered(const std::string &name) {
+  for (const std::string &n : attn::bundleNames())
+    if (n == name)
+      return true;
+  return false;
+}
+
+/// A fresh folder holding bundle `name`: a prefill kernel, and a decode
+/// kernel with a pair kernel.
+std::string makeFolder(const std::string &name,
+                       long long paramsBytes = sizeof(attn::kernel::Params)) {
+  char tmpl[] = "/tmp/attnc-bundle-folder-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  folders.dirs.push_back(dir);
+  REQUIRE(mkdir((dir + "/cubins").c_str(), 0755) == 0);
+  const std::string a = "prefill-cubin-bytes", b = "decode-cubin", p = "pair";
+  write(dir + "/cubins/a.cubin", a);
+  write(dir + "/cubins/b.cubin", b);
+  write(dir + "/cubins/b_pair.cubin", p);
+  attn::ManifestLine one, two;
+  one.arch = "sm_90a";
+  one.spec = canonical(kPrefill);
+  one.cubin = "cubins/a.cubin";
+  one.threads = 384;
+  one.shared_bytes = 99328;
+  one.params_bytes = paramsBytes;
+  one.registers = 168;
+  one.bytes = static_cast<long long>(a.size());
+  one.fnv1a = attn::fnv1aHex(a.data(), a.size());
+  two = one;
+  two.spec = canonical(kDecode);
+  two.cubin = "cubins/b.cubin";
+  two.threads = 128;
+  two.shared_bytes = 51200;
+  two.merge_threads = 128;
+  two.cluster_merge = 1;
+  two.pair_shared_bytes = 100352;
+  two.bytes = static_cast<long long>(b.size());
+  two.fnv1a = attn::fnv1aHex(b.data(), b.size());
+  two.pair_cubin = "cubins/b_pair.cubin";
+  two.pair_bytes = static_cast<long long>(p.size());
+  two.pair_fnv1a = attn::fnv1aHex(p.data(), p.size());
+  write(dir + "/manifest.txt", "# attnc 0.1.0 AOT bundle '" + name + "': 2 kernels\n# manifest " +
+                                   std::to_string(attn::kManifestFormat) + ": " +
+                                   attn::manifestColumns() + "\n" + attn::formatManifestLine(one) +
+                                   "\n" + attn::formatManifestLine(two) + "\n");
+  return dir;
+}
+
+/// Replaces the first `from` in `dir`'s manifest with `to`.
+void editManifest(const std::string &dir, const std::string &from, const std::string &to) {
+  std::string text = read(dir + "/manifest.txt");
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  write(dir + "/manifest.txt", text.replace(at, from.size(), to));
+}
+
+/// Loads `dir`, which must fail; its error.
+std::string refusal(const std::string &dir) {
+  attn::LoadedBundle loaded;
+  std::string error;
+  CHECK_FALSE(attn::loadBundleFolder(dir, loaded, error));
+  CHECK_FALSE(error.empty());
+  return error;
+}
+} // namespace
+
+TEST_CASE("a manifest line reads back as it was written", "[bundle-folder]") {
+  attn::ManifestLine m, back;
+  m.arch = "sm_80";
+  m.spec = canonical(kDecode);
+  m.cubin = "cubins/x.cubin";
+  m.threads = 128, m.shared_bytes = 4096, m.merge_threads = 64, m.cluster_merge = 0;
+  m.pair_shared_bytes = 0, m.params_bytes = 512, m.registers = 90, m.spill_bytes = 0;
+  m.bytes = 10, m.fnv1a = "abc";
+  REQUIRE(attn::parseManifestLine(attn::formatManifestLine(m), attn::kManifestFormat, back));
+  CHECK(attn::formatManifestLine(back) == attn::formatManifestLine(m));
+  CHECK(back.pair_cubin.empty());
+  // A column short, a word where a number belongs, or a word too many.
+  const std::string line = attn::formatManifestLine(m);
+  CHECK_FALSE(attn::parseManifestLine(line.substr(0, line.rfind(' ')), 2, back));
+  CHECK_FALSE(attn::parseManifestLine("sm_80 spec c.cubin many 1 1 0 0 8 1 0 3 ab", 2, back));
+  CHECK_FALSE(attn::parseManifestLine(line + " p.cubin 3 ab extra", 2, back));
+  CHECK(attn::parseManifestLine(line + " p.cubin 3 ab", 2, back));
+  CHECK(back.pair_bytes == 3);
+  // Format 1 has three columns fewer.
+  CHECK(attn::parseManifestLine("sm_80 spec c.cubin 128 4096 0 90 0 3 ab", 1, back));
+  CHECK(back.registers == 90);
+  CHECK(attn::manifestFormat("# manifest 2: arch spec") == 2);
+  CHECK(attn::manifestFormat("# " + attn::manifestColumns(1)) == 1);
+  CHECK(attn::manifestFormat("# something else") == 0);
+}
+
+TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "[bundle-folder]") {
+  const std::string dir = makeFolder("served");
+  attn::LoadedBundle loaded;
+  std::string error;
+  REQUIRE(attn::loadBundleFolder(dir, loaded, error));
+  CHECK(error.empty());
+  CHECK(loaded.name == "served");
+  CHECK(loaded.kernels == 2);
+  CHECK_FALSE(loaded.again);
+  const attn::BundleEntry *p = attn::findBundledKernel(canonical(kPrefill), "sm_90a");
+  REQUIRE(p);
+  CHECK(std::string(reinterpret_cast<const char *>(p->cubin), p->cubin_size) ==
+        "prefill-cubin-bytes");
+  CHECK(p->threads == 384);
+  CHECK(p->shared_bytes == 99328);
+  CHECK(p->pair_cubin == nullptr);
+  const attn::BundleEntry *d = attn::findBundledKernel(canonical(kDecode), "sm_90a");
+  REQUIRE(d);
+  CHECK(d->merge_threads == 128);
+  CHECK(d->cluster_merge == 1);
+  CHECK(d->pair_shared_bytes == 100352);
+  REQUIRE(d->pair_cubin);
+  CHECK(std::string(reinterpret_cast<const char *>(d->pair_cubin), d->pair_cubin_size) == "pair");
+  CHECK(attn::findBundledKernel(canonical(kDecode), "sm_80") == nullptr);
+  const size_t registered = attn::bundledKernels().size();
+
+  // The same folder again (by another spelling of its path): nothing new.
+  REQUIRE(attn::loadBundleFolder(dir + "/./", loaded, error));
+  CHECK(loaded.again);
+  CHECK(loaded.kernels == 2);
+  CHECK(attn::bundledKernels().size() == registered);
+
+  // Another folder of the same bundle name is refused.
+  const std::string other = makeFolder("served");
+  const std::string why = refusal(other);
+  CHECK(why.find("a bundle named 'served' is already registered (loaded from ") !=
+        std::string::npos);
+  CHECK(why.find("attnc aot --name") != std::string::npos);
+  CHECK(attn::bundledKernels().size() == registered);
+}
+
+TEST_CASE("a missing or corrupted cubin is named with its manifest line, and nothing is registered",
+          "[bundle-folder]") {
+  const size_t before = attn::bundledKernels().size();
+  std::string dir = makeFolder("corrupted");
+  write(dir + "/cubins/b_pair.cubin", "pain");
+  std::string why = refusal(dir);
+  CHECK(why.find("manifest.txt:4: cubins/b_pair.cubin is corrupted (4 bytes, checksum ") !=
+        std::string::npos);
+  CHECK(why.find("; the manifest says 4 bytes, ") != std::string::npos);
+  dir = makeFolder("shortened");
+  write(dir + "/cubins/a.cubin", "prefill");
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is corrupted (7 bytes") !=
+        std::string::npos);
+  dir = makeFolder("missing");
+  std::remove((dir + "/cubins/b.cubin").c_str());
+  CHECK(refusal(dir).find("manifest.txt:4: cubins/b.cubin is missing") != std::string::npos);
+  // The prefill kernel of the folder above was fine: it is not registered either.
+  CHECK(attn::bundledKernels().size() == before);
+  for (const char *name : {"corrupted", "shortened", "missing"})
+    CHECK_FALSE(registered(name));
+}
+
+TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[bundle-folder]") {
+  CHECK(refusal("/nonexistent/folder").find("/nonexistent/folder/manifest.txt: cannot open") !=
+        std::string::npos);
+  CHECK(refusal("").find("cannot open") != std::string::npos);
+
+  std::string dir = makeFolder("x");
+  editManifest(dir, "# attnc 0.1.0 AOT bundle 'x'", "# my notes");
+  CHECK(refusal(dir).find("manifest.txt:1: not the first line of a manifest") != std::string::npos);
+
+  // Format 1: verifiable, but without the launch shape a load needs.
+  dir = makeFolder("old");
+  editManifest(dir, "# manifest 2: " + attn::manifestColumns(), "# " + attn::manifestColumns(1));
+  CHECK(refusal(dir).find("manifest format 1") != std::string::npos);
+  dir = makeFolder("newer");
+  editManifest(dir, "# manifest 2:", "# manifest 3:");
+  CHECK(refusal(dir).find("manifest format 3, this attnc reads 2") != std::string::npos);
+
+  dir = makeFolder("broken");
+  editManifest(dir, " 384 ", " many ");
+  CHECK(refusal(dir).find("manifest.txt:3: not a manifest line (columns: arch spec cubin") !=
+        std::string::npos);
+  dir = makeFolder("uncanonical");
+  editManifest(dir, canonical(kPrefill), "mode=prefill,head_dim=64,target=sm_90a");
+  CHECK(refusal(dir).find("manifest.txt:3: the spec is not in canonical form (mode=prefill,") !=
+        std::string::npos);
+  dir = makeFolder("invalid");
+  editManifest(dir, "head_dim=64", "head_dim=65");
+  CHECK(refusal(dir).find("manifest.txt:3: invalid spec: head_dim = 65") != std::string::npos);
+  dir = makeFolder("arch");
+  editManifest(dir, "sm_90a mode=prefill", "gfx942 mode=prefill");
+  CHECK(refusal(dir).find("architecture 'gfx942' is not sm_<number>") != std::string::npos);
+  dir = makeFolder("outside");
+  editManifest(dir, "cubins/a.cubin", "../a.cubin");
+  CHECK(refusal(dir).find("../a.cubin: a cubin must lie in the bundle folder") != std::string::npos);
+
+  // Kernels built for other launch arguments: the registry's own refusal.
+  dir = makeFolder("stale", sizeof(attn::kernel::Params) - 8);
+  CHECK(refusal(dir).find("its kernels take arguments of") != std::string::npos);
+
+  // Only comments.
+  dir = makeFolder("empty");
+  const std::string text = read(dir + "/manifest.txt");
+  size_t second = text.find('\n', text.find('\n') + 1);
+  write(dir + "/manifest.txt", text.substr(0, second + 1));
+  CHECK(refusal(dir).find("manifest.txt lists no kernel") != std::string::npos);
+  for (const char *name : {"x", "old", "newer", "broken", "uncanonical", "invalid", "arch",
+                           "outside", "stale", "empty"})
+    CHECK_FALSE(registered(name));
+}
