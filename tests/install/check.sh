@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs a separate C
-# project against it with find_package(attnc).
+# and C++ project against it with find_package(attnc).
 #   tests/install/check.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -8,7 +8,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
-for f in bin/attnc lib/libattnc.so include/attnc/attnc.h lib/cmake/attnc/attncConfig.cmake \
+for f in bin/attnc lib/libattnc.so include/attnc/attnc.h include/attnc/attnc.hpp \
+         lib/cmake/attnc/attncConfig.cmake \
          share/attnc/python/attnc/__init__.py; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
@@ -20,5 +21,6 @@ fi
 cmake -S "$here/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" > "$tmp/configure.log"
 cmake --build "$tmp/consumer" > "$tmp/build.log"
 "$tmp/consumer/consumer"
+"$tmp/consumer/consumer-cpp"
 # The installed Python module finds the installed library by itself.
 ATTNC_LIBRARY= python3 -c "import sys; sys.path.insert(0, '$tmp/prefix/share/attnc/python'); import attnc; print(attnc.version(), attnc.library_path())"
