@@ -222,6 +222,20 @@ bool embeddedArray(const std::string &source, const std::string &name, std::vect
   return true;
 }
 
+/// Whether `source` holds an entry line starting with `head` and, unless
+/// `paramsBytes` is -1, ending with that kernel-argument size.
+bool sameEntry(const std::string &source, const std::string &head, long long paramsBytes) {
+  const size_t at = source.find(head);
+  if (at == std::string::npos)
+    return false;
+  if (paramsBytes < 0)
+    return true;
+  const size_t end = source.find("},\n", at);
+  const std::string tail = ", " + std::to_string(paramsBytes);
+  return end != std::string::npos && end >= at + tail.size() &&
+         source.compare(end - tail.size(), tail.size(), tail) == 0;
+}
+
 /// `attnc aot --verify DIR`: every kernel the manifest lists is in cubins/
 /// and embedded in bundle.cpp with its size and checksum, and bundle.cpp
 /// registers it.
@@ -292,9 +306,20 @@ int verify(const std::string &dir) {
                    << " the pair kernel's cubin the manifest " << (listsPair ? "lists" : "does not list")
                    << "\n",
           ++problems;
+    // bundle.cpp's entry i: the spec, the architecture and the launch shape the manifest says.
+    std::string entry = "{\"" + m.spec + "\", \"" + m.arch + "\", cubin" + index +
+                        ", sizeof cubin" + index + ", " + std::to_string(m.threads) + ", " +
+                        std::to_string(m.shared_bytes) + ", " + std::to_string(m.merge_threads) +
+                        ", ";
+    if (format >= 2)
+      entry += std::to_string(m.cluster_merge) + ", " + std::to_string(m.pair_shared_bytes) + ", ";
     if (source.str().find("{\"" + m.spec + "\", \"" + m.arch + "\"") == std::string::npos)
       llvm::errs() << "attnc aot: " << where << "bundle.cpp does not register " << m.arch << " "
                    << m.spec << "\n",
+          ++problems;
+    else if (!sameEntry(source.str(), entry, format >= 2 ? m.params_bytes : -1))
+      llvm::errs() << "attnc aot: " << where << "bundle.cpp registers " << m.arch << " "
+                   << m.spec << " with another launch shape than the manifest's\n",
           ++problems;
   }
   // bundle.cpp registers exactly the manifest's kernels: one entry line each.

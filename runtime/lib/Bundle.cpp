@@ -16,6 +16,7 @@ struct Registry {
   std::mutex mutex;
   std::vector<std::string> names, errors;
   std::vector<std::string> origins; ///< per name: "" for a linked bundle, else its folder
+  std::vector<std::string> versions; ///< per name: a loaded folder's manifest checksum
   std::vector<const BundleEntry *> entries;
   std::map<std::pair<std::string, std::string>, const BundleEntry *> bySpec;
 };
@@ -65,9 +66,10 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
 
 /// Adds a bundle that passed refusal(); the caller holds the lock.
 void add(Registry &r, const char *name, const BundleEntry *entries, size_t count,
-         const std::string &origin) {
+         const std::string &origin, const std::string &version) {
   r.names.push_back(name);
   r.origins.push_back(origin);
+  r.versions.push_back(version);
   for (size_t i = 0; i < count; ++i) {
     r.entries.push_back(&entries[i]);
     // The first bundle to register a kernel keeps it.
@@ -85,11 +87,12 @@ BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entr
   if (!why.empty())
     r.errors.push_back(why);
   else
-    add(r, name, entries, count, "");
+    add(r, name, entries, count, "", "");
 }
 
 bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
-                          const std::string &origin, std::string &error, bool &again) {
+                          const std::string &origin, const std::string &version,
+                          std::string &error, bool &again) {
   again = false;
   error = refusal(name, entries, count, sizeof(BundleEntry));
   if (!error.empty())
@@ -98,14 +101,19 @@ bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t c
   std::lock_guard<std::mutex> lock(r.mutex);
   for (size_t i = 0; i < r.names.size(); ++i)
     if (r.names[i] == name) {
-      if (r.origins[i] == origin)
+      if (r.origins[i] == origin && r.versions[i] == version)
         return again = true;
-      error = "a bundle named '" + std::string(name) + "' is already registered (" +
-              (r.origins[i].empty() ? "linked into the program" : "loaded from " + r.origins[i]) +
-              "); build one of them with another name (attnc aot --name)";
+      if (r.origins[i] == origin)
+        error = "bundle '" + std::string(name) + "' was loaded from this folder before and has "
+                "been rebuilt since: the process keeps the kernels it loaded first (restart it "
+                "to serve the new ones)";
+      else
+        error = "a bundle named '" + std::string(name) + "' is already registered (" +
+                (r.origins[i].empty() ? "linked into the program" : "loaded from " + r.origins[i]) +
+                "); build one of them with another name (attnc aot --name)";
       return false;
     }
-  add(r, name, entries, count, origin);
+  add(r, name, entries, count, origin, version);
   return true;
 }
 

@@ -32,10 +32,12 @@ struct Storage {
   std::vector<BundleEntry> entries;
 };
 
+// Never destroyed: the registry points into these until the process ends,
+// static destructors included.
 std::mutex keptMutex;
 std::vector<std::unique_ptr<Storage>> &kept() {
-  static std::vector<std::unique_ptr<Storage>> storages;
-  return storages;
+  static auto *storages = new std::vector<std::unique_ptr<Storage>>();
+  return *storages;
 }
 
 /// A cubin path a manifest may name: inside the folder.
@@ -105,9 +107,13 @@ std::string fnv1aHex(const void *bytes, size_t size) {
 
 bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error) {
   out = LoadedBundle();
+  if (dir.empty()) {
+    error = "the bundle folder's name is empty";
+    return false;
+  }
   const std::string manifestPath = dir + "/manifest.txt";
   std::ifstream manifest(manifestPath);
-  if (dir.empty() || !manifest) {
+  if (!manifest) {
     error = manifestPath + ": cannot open (not a bundle folder? `attnc aot -o DIR` writes one)";
     return false;
   }
@@ -160,8 +166,25 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
                                                          spec.spec->str() + ")");
       return false;
     }
-    if (m.arch.rfind("sm_", 0) != 0) {
-      error = where + "architecture '" + m.arch + "' is not sm_<number>";
+    // attnc aot builds each spec for its target's architecture.
+    if (m.arch != name(spec.spec->target)) {
+      error = where + "architecture " + m.arch + " for a spec of target " +
+              name(spec.spec->target) + " (attnc aot writes the target's)";
+      return false;
+    }
+    // The launch shape's numbers, in the ranges a launch takes.
+    const char *range = m.threads < 1 || m.threads > 1024        ? "threads not in 1..1024"
+                        : m.shared_bytes < 0 || m.shared_bytes > INT_MAX ? "shared_bytes out of range"
+                        : m.merge_threads < 0 || m.merge_threads > 1024 ? "merge_threads not in 0..1024"
+                        : m.cluster_merge != 0 && m.cluster_merge != 1 ? "cluster_merge not 0 or 1"
+                        : m.pair_shared_bytes < 0 || m.pair_shared_bytes > INT_MAX
+                            ? "pair_shared_bytes out of range"
+                        : m.params_bytes < 1 ? "params_bytes not positive"
+                        : m.bytes < 1        ? "bytes not positive"
+                        : !m.pair_cubin.empty() && m.pair_bytes < 1 ? "pair_bytes not positive"
+                                                                    : nullptr;
+    if (range) {
+      error = where + range;
       return false;
     }
     auto read = [&](const std::string &file, long long bytes, const std::string &sum,
@@ -204,31 +227,34 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
   for (size_t i = 0; i < lines.size(); ++i) {
     const ManifestLine &m = lines[i];
     const std::vector<unsigned char> &pair = storage->pairCubins[i];
-    auto narrow = [](long long v) {
-      return v < INT_MIN || v > INT_MAX ? -1 : static_cast<int>(v);
-    };
+    // In range (checked above): the narrowing casts keep every value.
     storage->entries.push_back(BundleEntry{
         storage->specs[i].c_str(), storage->archs[i].c_str(), storage->cubins[i].data(),
-        storage->cubins[i].size(), narrow(m.threads), narrow(m.shared_bytes),
-        narrow(m.merge_threads), narrow(m.cluster_merge), narrow(m.pair_shared_bytes),
-        pair.empty() ? nullptr : pair.data(), pair.size(),
-        m.params_bytes < 0 ? 0 : static_cast<size_t>(m.params_bytes)});
+        storage->cubins[i].size(), static_cast<int>(m.threads), static_cast<int>(m.shared_bytes),
+        static_cast<int>(m.merge_threads), static_cast<int>(m.cluster_merge),
+        static_cast<int>(m.pair_shared_bytes), pair.empty() ? nullptr : pair.data(), pair.size(),
+        static_cast<size_t>(m.params_bytes)});
   }
-  // The folder's real path tells a second load of it from another bundle of the same name.
+  // Where it came from: the folder's real path, and what its manifest said
+  // (a folder rebuilt in place is not the bundle loaded from it before).
   char *real = realpath(dir.c_str(), nullptr);
-  const std::string origin = real ? real : dir;
+  std::string origin = real ? real : dir;
   std::free(real);
-  bool again = false;
+  std::ifstream whole(manifestPath, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(whole)), std::istreambuf_iterator<char>());
+  const std::string manifestSum = fnv1aHex(text.data(), text.size());
   std::lock_guard<std::mutex> lock(keptMutex);
+  kept().reserve(kept().size() + 1); // kept() takes it without failing once registered
+  bool loadedBefore = false;
   if (!registerLoadedBundle(storage->name.c_str(), storage->entries.data(),
-                            storage->entries.size(), origin, error, again)) {
+                            storage->entries.size(), origin, manifestSum, error, loadedBefore)) {
     error = dir + ": " + error;
     return false;
   }
   out.name = storage->name;
   out.kernels = storage->entries.size();
-  out.again = again;
-  if (!again)
+  out.again = loadedBefore;
+  if (!loadedBefore)
     kept().push_back(std::move(storage));
   return true;
 }

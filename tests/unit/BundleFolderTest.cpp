@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -51,6 +53,14 @@ struct Folders {
     }
   }
 } folders;
+
+// A bundle linked into the program, as bundle.cpp registers one.
+const unsigned char linkedCubin[] = {1, 2, 3};
+const attn::BundleEntry linkedEntries[] = {
+    {"mode=prefill,head_dim=256,target=sm_80", "sm_80", linkedCubin, sizeof linkedCubin, 128,
+     4096, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
+};
+const attn::BundleRegistration linked("linked", linkedEntries, 1);
 
 bool registered(const std::string &name) {
   for (const std::string &n : attn::bundleNames())
@@ -178,12 +188,22 @@ TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "
   CHECK(loaded.kernels == 2);
   CHECK(attn::bundledKernels().size() == registered);
 
+  // The same folder rebuilt (another manifest): refused, the first kernels kept.
+  editManifest(dir, " 168 ", " 169 ");
+  std::string why = refusal(dir);
+  CHECK(why.find("bundle 'served' was loaded from this folder before and has been rebuilt since") !=
+        std::string::npos);
+  CHECK(attn::findBundledKernel(canonical(kPrefill), "sm_90a") == p);
+
   // Another folder of the same bundle name is refused.
   const std::string other = makeFolder("served");
-  const std::string why = refusal(other);
+  why = refusal(other);
   CHECK(why.find("a bundle named 'served' is already registered (loaded from ") !=
         std::string::npos);
   CHECK(why.find("attnc aot --name") != std::string::npos);
+  // And so is one named as a bundle linked into the program.
+  CHECK(refusal(makeFolder("linked")).find("a bundle named 'linked' is already registered "
+                                           "(linked into the program)") != std::string::npos);
   CHECK(attn::bundledKernels().size() == registered);
 }
 
@@ -212,7 +232,7 @@ TEST_CASE("a missing or corrupted cubin is named with its manifest line, and not
 TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[bundle-folder]") {
   CHECK(refusal("/nonexistent/folder").find("/nonexistent/folder/manifest.txt: cannot open") !=
         std::string::npos);
-  CHECK(refusal("").find("cannot open") != std::string::npos);
+  CHECK(refusal("") == "the bundle folder's name is empty");
 
   std::string dir = makeFolder("x");
   editManifest(dir, "# attnc 0.1.0 AOT bundle 'x'", "# my notes");
@@ -238,8 +258,19 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
   editManifest(dir, "head_dim=64", "head_dim=65");
   CHECK(refusal(dir).find("manifest.txt:3: invalid spec: head_dim = 65") != std::string::npos);
   dir = makeFolder("arch");
-  editManifest(dir, "sm_90a mode=prefill", "gfx942 mode=prefill");
-  CHECK(refusal(dir).find("architecture 'gfx942' is not sm_<number>") != std::string::npos);
+  editManifest(dir, "sm_90a mode=prefill", "sm_80 mode=prefill");
+  CHECK(refusal(dir).find("manifest.txt:3: architecture sm_80 for a spec of target sm_90a") !=
+        std::string::npos);
+  // Launch sizes out of range are named with their line, not narrowed.
+  for (const auto &[from, to, why] : std::vector<std::array<std::string, 3>>{
+           {" 384 99328 ", " 0 99328 ", "threads not in 1..1024"},
+           {" 384 99328 ", " 384 4294967296 ", "shared_bytes out of range"},
+           {" 128 51200 128 1 ", " 128 51200 128 2 ", "cluster_merge not 0 or 1"}}) {
+    dir = makeFolder("range");
+    editManifest(dir, from, to);
+    CHECK(refusal(dir).find("manifest.txt:" + std::string(why[0] == 'c' ? "4" : "3") + ": " +
+                            why) != std::string::npos);
+  }
   dir = makeFolder("outside");
   editManifest(dir, "cubins/a.cubin", "../a.cubin");
   CHECK(refusal(dir).find("../a.cubin: a cubin must lie in the bundle folder") != std::string::npos);
@@ -255,6 +286,6 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
   write(dir + "/manifest.txt", text.substr(0, second + 1));
   CHECK(refusal(dir).find("manifest.txt lists no kernel") != std::string::npos);
   for (const char *name : {"x", "old", "newer", "broken", "uncanonical", "invalid", "arch",
-                           "outside", "stale", "empty"})
+                           "range", "outside", "stale", "empty"})
     CHECK_FALSE(registered(name));
 }

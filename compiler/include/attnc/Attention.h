@@ -3,7 +3,7 @@
 // Like PyTorch's scaled_dot_product_attention: the caller describes its
 // tensors (device pointers, shapes, dtypes) and the mask; attnc derives the
 // spec from them (head_dim, dtype, GQA ratio, paging, lse, prefill or
-// decode), gets the kernel (a linked AOT bundle, the cache or the JIT) and
+// decode), gets the kernel (an AOT bundle, the cache or the JIT) and
 // launches it on the caller's stream.
 //
 //   attn::AttentionCall c;

@@ -38,8 +38,9 @@ public:
   /// primary context when none is current. `cacheDir` empty: the default.
   static std::unique_ptr<Runtime> create(std::string &error, const std::string &cacheDir = "");
 
-  /// The kernel of `spec`: from a linked AOT bundle built for this GPU's
-  /// architecture, else the kernel cache, else NVRTC. An sm_90a spec runs on
+  /// The kernel of `spec`: from an AOT bundle (linked, or a folder loaded
+  /// with loadBundleFolder) built for this GPU's architecture, else the
+  /// kernel cache, else NVRTC. An sm_90a spec runs on
   /// compute capability 9.x only (wgmma and the cluster merge are sm_90a's
   /// own), an sm_80 one on any GPU from 8.0; the
   /// cubin is built for the GPU's own architecture and loaded into

@@ -137,8 +137,9 @@ KernelLookup Runtime::build(const Spec &spec) {
     cubin.binary = binary;
     cubin.source = CacheSource::Bundle;
   } else if (aotOnly_) {
+    // An 8.x GPU looked for sm_80's kernels too.
     out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
-                " (AOT-only mode: no JIT)";
+                (ccMajor_ == 8 && arch_ != "sm_80" ? " or sm_80" : "") + " (AOT-only mode: no JIT)";
     out.notBundled = true;
     for (const std::string &refused : bundleErrors())
       out.error += "; " + refused;

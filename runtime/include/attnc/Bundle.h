@@ -50,13 +50,15 @@ struct BundleRegistration {
 };
 
 /// Registers the entries of a bundle loaded at run time (attnc/BundleFolder.h)
-/// from `origin`, its folder's real path. Refused as BundleRegistration
-/// refuses, with the reason in `error` rather than bundleErrors(); a name
-/// registered before is refused too, unless it came from the same origin:
-/// then `again` is set and nothing is registered. The entries must live for
-/// the whole program.
+/// from `origin`, its folder's real path, whose manifest had checksum
+/// `version`. Refused as BundleRegistration refuses, with the reason in
+/// `error` rather than bundleErrors(); a name registered before is refused
+/// too, unless it came from the same origin with the same version: then
+/// `again` is set and nothing is registered. The entries must live for the
+/// whole program.
 bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
-                          const std::string &origin, std::string &error, bool &again);
+                          const std::string &origin, const std::string &version,
+                          std::string &error, bool &again);
 
 /// The entry of `spec` (canonical form) built for `arch`, or null.
 const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch);

@@ -69,8 +69,10 @@ struct LoadedBundle {
 /// corrupted cubin, kernels built for other launch arguments than this
 /// runtime passes, or a bundle name already registered from elsewhere is an
 /// error naming the file (and line) and registers nothing. Loading the same
-/// folder again is not an error and registers nothing new. The kernels stay
-/// registered, and their cubins in memory, for the rest of the program.
+/// folder again is not an error and registers nothing new; loading it after
+/// it was rebuilt is an error (the process keeps the kernels it loaded
+/// first). The kernels stay registered, and their cubins in memory, for the
+/// rest of the program.
 bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error);
 
 } // namespace attn

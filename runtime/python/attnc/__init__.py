@@ -153,7 +153,7 @@ def _declare(lib):
 
 def _check(status, what):
     if status != ATTNC_OK:
-        message = _library().attnc_last_error().decode()
+        message = _library().attnc_last_error().decode(errors="backslashreplace")
         raise AttncError(f"{what}: {message}" if message else f"{what}: {_STATUS.get(status, status)}")
 
 
@@ -262,17 +262,23 @@ def load_bundle(path):
     included: a spec the bundle holds for this GPU is then launched with no
     NVRTC compile. Each cubin is checked against the manifest's size and
     checksum; a bad folder raises AttncError and registers nothing. Loading the
-    same folder again registers nothing new. Returns the number of kernels the
-    folder holds (all architectures). Needs no GPU."""
+    same folder again registers nothing new (after it was rebuilt: an error,
+    the process keeps the kernels it loaded first). Returns the number of
+    kernels the folder holds (all architectures). Needs no GPU.
+
+    A call finds a bundled kernel by its spec: a bundle built from specs that
+    leave their tiles open holds the built-in tiles, while a tuning table on
+    this machine (``attnc tune``, $ATTNC_TUNING_FILE) gives calls the tuned
+    ones; bundle the tuned tiles, or serve without the table."""
     try:
-        path = os.fspath(path)
+        raw = os.fsencode(path)  # a str, bytes or os.PathLike, as the file system names it
     except TypeError:
         raise AttncError(f"path = {path!r}: expected a folder's path") from None
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
+    if b"\0" in raw:
+        raise AttncError(f"path = {path!r}: holds a NUL character")
     n = ctypes.c_int64()
-    _check(_library().attnc_bundle_load(_text("path", path), ctypes.byref(n)),
-           "loading the bundle " + path)
+    _check(_library().attnc_bundle_load(raw, ctypes.byref(n)),
+           "loading the bundle " + os.fsdecode(raw))
     return n.value
 
 
@@ -594,6 +600,7 @@ def _need(view, name, dims=None, dtype=None):
 
 _runtimes = {}
 _aot_only = False
+_runtimes_lock = threading.Lock()  # _runtimes and _aot_only change together
 
 
 def set_aot_only(aot_only=True):
@@ -602,22 +609,25 @@ def set_aot_only(aot_only=True):
     instead of compiling a kernel. Their runtimes, per device, made now or later,
     follow it; a Runtime of your own has its own aot_only."""
     global _aot_only
-    _aot_only = bool(_flag("aot_only", aot_only))
-    for rt in _runtimes.values():
-        rt.aot_only = _aot_only
+    value = bool(_flag("aot_only", aot_only))
+    with _runtimes_lock:
+        _aot_only = value
+        for rt in _runtimes.values():
+            rt.aot_only = value
 
 
 def _runtime_for(device):
     key = device if device is not None else -1
-    if key not in _runtimes:
-        torch = _torch()
-        if torch is not None and device is not None:
-            with torch.cuda.device(device):
-                torch.cuda.current_stream()  # makes the device's primary context current
+    with _runtimes_lock:
+        if key not in _runtimes:
+            torch = _torch()
+            if torch is not None and device is not None:
+                with torch.cuda.device(device):
+                    torch.cuda.current_stream()  # makes the device's primary context current
+                    _runtimes[key] = Runtime(aot_only=_aot_only)
+            else:
                 _runtimes[key] = Runtime(aot_only=_aot_only)
-        else:
-            _runtimes[key] = Runtime(aot_only=_aot_only)
-    return _runtimes[key]
+        return _runtimes[key]
 
 
 class Plan:
