@@ -165,6 +165,12 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                  << counted(rows, "query row") << " + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
                  << " + 2 tile_kv) d elements) + its score tiles and state ("
                  << rows << " tile_kv and " << rows << " (d + 2) " << st << ")\n";
+  if (spec.target == Target::SM90a && (s > 1 || !fixedSplits))
+    llvm::outs() << "  sm_90a: a launch whose splits' thread blocks all fit on the GPU at once "
+                    "merges 2 to 8 splits (16 on a GPU that allows such clusters) inside a "
+                    "thread-block cluster, through distributed shared memory: no partial state "
+                    "reaches HBM. The table counts the merge kernel's traffic, the most a split "
+                    "launch makes.\n";
   if (!fixedSplits)
     llvm::outs() << "  split_kv = auto: "
                  << (spec.isGPU() ? "the split count is chosen at launch from the batch, the KV "

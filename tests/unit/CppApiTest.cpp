@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace {
@@ -35,6 +36,7 @@ template <typename Call> attnc_status thrown(Call call, const std::string &text)
 
 TEST_CASE("attnc.hpp gives specs and throws attnc::Error naming a bad one", "[cpp]") {
   CHECK(attnc::version().rfind("attnc ", 0) == 0);
+  CHECK(attnc::abiVersion() >= 5);
   const std::string spec = attnc::canonicalSpec("gqa=4, mask=causal");
   CHECK(spec.rfind("mode=prefill,head_dim=128,dtype=bf16,", 0) == 0);
   CHECK(thrown([] { attnc::canonicalSpec("head_dim=100"); },
@@ -46,15 +48,38 @@ TEST_CASE("attnc.hpp gives specs and throws attnc::Error naming a bad one", "[cp
   call.num_q_heads = 32;
   call.num_kv_heads = 8;
   call.page_size = 16;
-  call.max_q_len = 1;
-  call.decode = -1;
+  call.max_q_len = 1; // decode left to attnc (makeCall's -1): one token of a paged cache
   CHECK(attnc::attentionSpec(call, "sm_90a").rfind("mode=decode,head_dim=128,", 0) == 0);
+  CHECK(attnc::attentionSpec(call, "sm_86").find("target=sm_80") != std::string::npos);
+  CHECK(thrown([&] { attnc::attentionSpec(call, ""); }, "target is needed") ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
   call.size = 4; // not an attnc_call
   CHECK(thrown([&] { attnc::attentionSpec(call, "sm_90a"); }, "call->size = 4") ==
         ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(thrown([] { attnc::loadBundle("/nonexistent/bundle"); },
                "loading the bundle /nonexistent/bundle: /nonexistent/bundle/manifest.txt: "
                "cannot open") == ATTNC_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("attnc.hpp reads a text of any length, growing its buffer", "[cpp]") {
+  const std::string longText(1000, 'x');
+  int calls = 0;
+  auto writes = [&](const std::string &text) {
+    return [&, text](char *out, size_t size) {
+      ++calls;
+      if (text.size() + 1 > size)
+        return ATTNC_ERROR_BUFFER_TOO_SMALL;
+      std::memcpy(out, text.c_str(), text.size() + 1);
+      return ATTNC_OK;
+    };
+  };
+  CHECK(attnc::detail::text(writes(longText), "long") == longText);
+  CHECK(calls == 2); // 256 bytes, then 1024: the 1001 fit
+  // A text that never fits stops at 1 MiB with the call's status, not a loop.
+  calls = 0;
+  CHECK(thrown([&] { attnc::detail::text([&](char *, size_t) { ++calls; return ATTNC_ERROR_BUFFER_TOO_SMALL; }, "endless"); },
+               "endless: ") == ATTNC_ERROR_BUFFER_TOO_SMALL);
+  CHECK(calls == 7); // 256 bytes x 4 each time, up to 1 MiB
 }
 
 TEST_CASE("attnc.hpp's page allocator hands out windows and refuses by name", "[cpp]") {
@@ -102,17 +127,33 @@ TEST_CASE("attnc.hpp's runtime gets kernels, or throws saying there is no GPU", 
   args.max_kv_len = 100;
   args.num_splits = 20; // more than a cluster merges: the merge kernel's workspace
   CHECK(k.workspaceBytes(args) == 20u * 2 * 8 * 129 * 4);
+  args.num_splits = 0;
+  // No device pointers: refused by name before anything is launched.
   CHECK(thrown([&] { k.launch(args); }, "launch: ") == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(thrown([&] { k.launch(args); }, "null pointer") == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(thrown([&] { k.checkArguments(args); }, "checking the arguments: ") ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
   std::vector<attnc::Kernel> model =
       rt->prepare({"mode=prefill,page_size=16,gqa=4,mask=causal", "mode=decode,page_size=16,gqa=4"});
   REQUIRE(model.size() == 2);
   CHECK(model[0].spec().find("mode=prefill") == 0);
+  CHECK(thrown([&] { rt->prepare({"gqa=4", "head_dim=7"}); },
+               "preparing kernels: specs[1]: invalid spec: head_dim = 7") ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
   // AOT only: refused as not bundled; a kernel got before is served from memory.
   rt->setAotOnly(true);
   CHECK(thrown([&] { rt->kernel("mode=decode,head_dim=96,page_size=16,gqa=4"); },
                "is in no AOT bundle built for " + arch) == ATTNC_ERROR_NOT_BUNDLED);
   CHECK(rt->kernel("mode=decode,page_size=16,gqa=4").source() == "memory");
-  // A kernel outlives its runtime.
+  // A kernel outlives its runtime (bound to the primary context, kept for the process).
   rt.reset();
   CHECK(k.spec().find("mode=decode") == 0);
+  CHECK(k.workspaceBytes(args) == 3u * 2 * 8 * 129 * 4 * (arch == "sm_90a" ? 0 : 1));
+  CHECK(thrown([&] { k.launch(args); }, "null pointer") == ATTNC_ERROR_INVALID_ARGUMENT);
+  // A moved-from runtime refuses by name rather than crash.
+  attnc::Runtime moved;
+  attnc::Runtime taken = std::move(moved);
+  CHECK(thrown([&] { moved.arch(); }, "runtime is a null pointer") ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(taken.arch() == arch);
 }

@@ -14,12 +14,16 @@
 //   args.q = ...; args.batch = ...;                         // device pointers and sizes
 //   k.launch(args, stream);                                 // a CUstream, or nullptr
 //
+// Serving from an AOT bundle, no NVRTC at run time:
 //   attnc::loadBundle("my-bundle");                         // kernels of `attnc aot -o my-bundle`
-//   rt.setAotOnly(true);                                    // no NVRTC from here on
+//   attnc::Runtime rt;
+//   rt.setAotOnly(true);                                    // a spec not bundled throws
+//   attnc::Kernel k = rt.kernel(spec);                      // from the bundle
 //
 // In CMake: find_package(attnc) and target_link_libraries(app PRIVATE attnc::attnc).
-// (Inside attnc's own tree, attn::Runtime in attnc/Runtime.h is the C++ runtime these
-// calls reach.)
+// The header needs C++17 with exceptions, and a libattnc.so of ABI version 5 or
+// later (attnc::abiVersion()). (Inside attnc's own tree, attn::Runtime in
+// attnc/Runtime.h is the C++ runtime these calls reach.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +56,17 @@ private:
 };
 
 namespace detail {
+// The handles' deleters: the C functions, called from C++.
+struct RuntimeDeleter {
+  void operator()(attnc_runtime *rt) const noexcept { attnc_runtime_destroy(rt); }
+};
+struct KernelDeleter {
+  void operator()(attnc_kernel *k) const noexcept { attnc_kernel_release(k); }
+};
+struct PagesDeleter {
+  void operator()(attnc_pages *p) const noexcept { attnc_pages_destroy(p); }
+};
+
 inline void check(attnc_status status, const std::string &what) {
   if (status == ATTNC_OK)
     return;
@@ -80,6 +95,10 @@ template <typename Call> std::string text(Call call, const std::string &what) {
 /// "attnc X.Y.Z".
 inline std::string version() { return attnc_version(); }
 
+/// The ABI version of the libattnc.so loaded (this header needs 5 or later:
+/// the one it was installed with, ATTNC_ABI_VERSION, or a newer one).
+inline int abiVersion() { return attnc_abi_version(); }
+
 /// An attnc_args with its size set and every other field 0 (0: the default
 /// where a field has one).
 inline attnc_args makeArgs() {
@@ -89,11 +108,14 @@ inline attnc_args makeArgs() {
   return args;
 }
 
-/// An attnc_call with its size set and every other field 0 (dtype null).
+/// An attnc_call with its size set, decode -1 (attnc chooses prefill or
+/// decode, as attn::attention and Python do) and every other field 0
+/// (dtype null: set it).
 inline attnc_call makeCall() {
   attnc_call call;
   std::memset(&call, 0, sizeof call);
   call.size = sizeof call;
+  call.decode = -1;
   return call;
 }
 
@@ -105,12 +127,12 @@ inline std::string canonicalSpec(const std::string &spec) {
 }
 
 /// The spec attnc::Runtime::kernel needs for a call of this description, as
-/// attnc_attention_spec derives it; `target` "sm_90a" or "sm_80" (empty: the
-/// derivation's default, see attnc.h). Needs no GPU.
-inline std::string attentionSpec(const attnc_call &call, const std::string &target = "") {
+/// attnc_attention_spec derives it, for `target`: "sm_90a", "sm_80" or a
+/// GPU's architecture (Runtime::arch()). Needs no GPU.
+inline std::string attentionSpec(const attnc_call &call, const std::string &target) {
   return detail::text(
       [&](char *out, size_t size) {
-        return attnc_attention_spec(&call, target.empty() ? nullptr : target.c_str(), out, size);
+        return attnc_attention_spec(&call, target.c_str(), out, size);
       },
       "attention spec");
 }
@@ -124,8 +146,11 @@ inline int64_t loadBundle(const std::string &dir) {
   return kernels;
 }
 
-/// A spec's kernel, loaded in its runtime's CUDA context. Copies share it;
-/// it stays valid after its Runtime is gone.
+/// A spec's kernel, loaded in its runtime's CUDA context. Copies share it.
+/// It stays valid after its Runtime is gone as long as that context lives
+/// (a runtime bound to device 0's primary context keeps it for the process;
+/// one bound to the application's own context needs it kept alive), and it
+/// launches only where that context is current on the calling thread.
 class Kernel {
 public:
   /// The canonical spec it was built for.
@@ -160,7 +185,8 @@ public:
 
 private:
   friend class Runtime;
-  explicit Kernel(attnc_kernel *kernel) : k_(kernel, attnc_kernel_release) {}
+  explicit Kernel(std::unique_ptr<attnc_kernel, detail::KernelDeleter> kernel)
+      : k_(std::move(kernel)) {}
   std::shared_ptr<attnc_kernel> k_;
 };
 
@@ -170,7 +196,7 @@ private:
 /// Throws attnc::Error (ATTNC_ERROR_NO_GPU) where there is no GPU. Movable.
 class Runtime {
 public:
-  explicit Runtime(const std::string &cacheDir = "") : rt_(nullptr, attnc_runtime_destroy) {
+  explicit Runtime(const std::string &cacheDir = "") {
     attnc_runtime *rt = nullptr;
     detail::check(attnc_runtime_create(cacheDir.empty() ? nullptr : cacheDir.c_str(), &rt),
                   "attnc runtime");
@@ -186,7 +212,7 @@ public:
   Kernel kernel(const std::string &spec) {
     attnc_kernel *k = nullptr;
     detail::check(attnc_kernel_get(rt_.get(), spec.c_str(), &k), "kernel for " + spec);
-    return Kernel(k);
+    return Kernel(std::unique_ptr<attnc_kernel, detail::KernelDeleter>(k));
   }
   /// JIT at model load: the kernels of `specs`, the missing ones compiled in
   /// parallel on `threads` threads (0: one per hardware thread), in order.
@@ -195,12 +221,19 @@ public:
     for (const std::string &s : specs)
       names.push_back(s.c_str());
     std::vector<attnc_kernel *> handles(specs.size(), nullptr);
+    std::vector<std::unique_ptr<attnc_kernel, detail::KernelDeleter>> owned;
+    std::vector<Kernel> kernels;
+    owned.reserve(specs.size());
+    kernels.reserve(specs.size());
     detail::check(attnc_runtime_prepare(rt_.get(), names.data(), names.size(), threads,
                                         handles.data()),
                   "preparing kernels");
-    std::vector<Kernel> kernels;
+    // Every handle owned at once (the room is reserved: nothing allocates), so
+    // that a Kernel that cannot be made (no memory) leaks none of them.
     for (attnc_kernel *k : handles)
-      kernels.push_back(Kernel(k));
+      owned.emplace_back(k);
+    for (auto &k : owned)
+      kernels.push_back(Kernel(std::move(k)));
     return kernels;
   }
   /// AOT only: a spec no bundle holds throws (ATTNC_ERROR_NOT_BUNDLED)
@@ -211,7 +244,7 @@ public:
   attnc_runtime *handle() const { return rt_.get(); }
 
 private:
-  std::unique_ptr<attnc_runtime, void (*)(attnc_runtime *)> rt_;
+  std::unique_ptr<attnc_runtime, detail::RuntimeDeleter> rt_;
 };
 
 /// Page slots of a paged KV cache for a scheduler (see attnc_pages_create):
@@ -220,8 +253,7 @@ class PageAllocator {
 public:
   /// Slots 0 .. numPages - 1 in windows of `pagesPerWindow`, the first
   /// `firstWindowPages` long (0: a full one).
-  PageAllocator(int64_t numPages, int64_t pagesPerWindow, int64_t firstWindowPages = 0)
-      : p_(nullptr, attnc_pages_destroy) {
+  PageAllocator(int64_t numPages, int64_t pagesPerWindow, int64_t firstWindowPages = 0) {
     attnc_pages *p = nullptr;
     detail::check(attnc_pages_create(numPages, pagesPerWindow, firstWindowPages, &p),
                   "page allocator");
@@ -261,7 +293,7 @@ public:
   }
 
 private:
-  std::unique_ptr<attnc_pages, void (*)(attnc_pages *)> p_;
+  std::unique_ptr<attnc_pages, detail::PagesDeleter> p_;
 };
 
 } // namespace attnc
