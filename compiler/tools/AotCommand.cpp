@@ -236,107 +236,125 @@ bool sameEntry(const std::string &source, const std::string &head, long long par
          source.compare(end - tail.size(), tail.size(), tail) == 0;
 }
 
-/// `attnc aot --verify DIR`: every kernel the manifest lists is in cubins/
-/// and embedded in bundle.cpp with its size and checksum, and bundle.cpp
-/// registers it.
+/// `attnc aot --verify DIR`: every kernel line of the manifest passes the
+/// checks a run-time load makes, every cubin it lists is in the folder with
+/// its size and checksum, and bundle.cpp (when there is one) embeds the same
+/// bytes and registers each kernel with the manifest's launch shape.
 int verify(const std::string &dir) {
-  std::ifstream manifest(dir + "/manifest.txt");
-  if (!manifest)
-    return fail(dir + "/manifest.txt: cannot open (not a bundle folder?)");
-  std::ifstream sourceIn(dir + "/bundle.cpp");
-  if (!sourceIn)
-    return fail(dir + "/bundle.cpp: cannot open");
-  std::stringstream source;
-  source << sourceIn.rdbuf();
-  int problems = 0, kernels = 0, format = 1;
+  const std::string manifestPath = dir + "/manifest.txt";
+  std::ifstream manifest(manifestPath, std::ios::binary);
+  if (!manifest || llvm::sys::fs::is_directory(manifestPath))
+    return fail(manifestPath + ": cannot open (not a bundle folder?)");
+  std::string first, second, why;
+  std::getline(manifest, first);
+  std::getline(manifest, second);
+  manifestKernelLine(first);
+  manifestKernelLine(second);
+  ManifestHead head;
+  if (!parseManifestHead(first, second, head, why))
+    return fail(manifestPath + ":" + why);
+  if (head.format > kManifestFormat)
+    return fail(manifestPath + ":2: manifest format " + std::to_string(head.format) +
+                ", this attnc reads up to " + std::to_string(kManifestFormat) +
+                ": verify it with the attnc that built it");
+  // bundle.cpp is what an application links; a folder that is only loaded needs none.
+  std::string source;
+  const bool linkable = llvm::sys::fs::is_regular_file(dir + "/bundle.cpp");
+  if (linkable) {
+    std::ifstream in(dir + "/bundle.cpp");
+    std::stringstream text;
+    text << in.rdbuf();
+    source = text.str();
+  }
+  int problems = 0, kernels = 0;
+  auto problem = [&](const std::string &where, const std::string &what) {
+    llvm::errs() << "attnc aot: " << where << what << "\n";
+    ++problems;
+  };
+  std::vector<std::pair<std::string, int>> seen; // "arch spec", line
   std::string line;
-  for (int number = 1; std::getline(manifest, line); ++number) {
-    if (number == 2 && manifestFormat(line) > 0)
-      format = manifestFormat(line);
-    if (format > kManifestFormat)
-      return fail(dir + "/manifest.txt:2: manifest format " + std::to_string(format) +
-                  ", this attnc reads up to " + std::to_string(kManifestFormat) +
-                  ": verify it with the attnc that built it");
-    if (line.empty() || line[0] == '#')
+  for (int number = 3; std::getline(manifest, line); ++number) {
+    if (!manifestKernelLine(line))
       continue;
-    auto where = dir + "/manifest.txt:" + std::to_string(number) + ": ";
+    // The line's place among the kernel lines is its entry's in bundle.cpp,
+    // whether or not it parses.
+    const std::string index = std::to_string(kernels++);
+    const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
-    if (!parseManifestLine(line, format, m)) {
-      llvm::errs() << "attnc aot: " << where << "not a manifest line\n";
-      ++problems;
+    if (!parseManifestLine(line, head.format, m)) {
+      problem(where, "not a manifest line");
       continue;
     }
-    ++kernels;
-    // A cubin (a file in cubins/ or an array of bundle.cpp) against the manifest.
-    auto compare = [&](const std::string &what, const std::vector<char> &cubin, long long size,
-                       const std::string &want) {
-      const std::string sum = fnv1aHex(cubin.data(), cubin.size());
-      if (static_cast<long long>(cubin.size()) != size || sum != want)
-        llvm::errs() << "attnc aot: " << where << what << " is corrupted (" << cubin.size()
-                     << " bytes, checksum " << sum << "; the manifest says " << size
-                     << " bytes, " << want << ")\n",
-            ++problems;
-    };
-    const std::string index = std::to_string(kernels - 1);
-    auto check = [&](const std::string &name, long long size, const std::string &want,
+    if (!(why = checkManifestLine(m, head.format)).empty()) {
+      problem(where, why);
+      continue;
+    }
+    for (const auto &[kernel, at] : seen)
+      if (kernel == m.arch + " " + m.spec)
+        problem(where, "the kernel of line " + std::to_string(at) + " again");
+    seen.push_back({m.arch + " " + m.spec, number});
+    // A cubin (a file in cubins/, and bundle.cpp's array of the same bytes) against the manifest.
+    auto check = [&](const std::string &file, long long size, const std::string &sum,
                      const std::string &array) {
-      std::ifstream in(dir + "/" + name, std::ios::binary);
-      std::vector<char> cubin((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-      if (!in.good() && cubin.empty())
-        llvm::errs() << "attnc aot: " << where << name << " is missing\n", ++problems;
-      else
-        compare(name, cubin, size, want);
-      // What the application compiles in: bundle.cpp's copy of the same bytes.
+      std::vector<unsigned char> cubin;
+      if (!readManifestCubin(dir, file, size, sum, cubin, why))
+        problem(where, why);
       std::vector<char> embedded;
-      if (!embeddedArray(source.str(), array, embedded))
-        llvm::errs() << "attnc aot: " << where << "bundle.cpp has no array " << array << "\n",
-            ++problems;
-      else
-        compare("bundle.cpp's " + array, embedded, size, want);
+      if (!linkable)
+        return;
+      if (!embeddedArray(source, array, embedded))
+        problem(where, "bundle.cpp has no array " + array);
+      else if (static_cast<long long>(embedded.size()) != size ||
+               fnv1aHex(embedded.data(), embedded.size()) != sum)
+        problem(where, "bundle.cpp's " + array + " is corrupted (" +
+                           std::to_string(embedded.size()) + " bytes, checksum " +
+                           fnv1aHex(embedded.data(), embedded.size()) + "; the manifest says " +
+                           std::to_string(size) + " bytes, " + sum + ")");
     };
     check(m.cubin, m.bytes, m.fnv1a, "cubin" + index);
     // A decode kernel with a pair kernel: its module's file, size and checksum.
     const bool listsPair = !m.pair_cubin.empty();
     if (listsPair)
       check(m.pair_cubin, m.pair_bytes, m.pair_fnv1a, "pair_cubin" + index);
+    if (!linkable)
+      continue;
     // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.
-    if ((source.str().find(", sizeof pair_cubin" + index + ",") != std::string::npos) != listsPair)
-      llvm::errs() << "attnc aot: " << where << "bundle.cpp " << (listsPair ? "lacks" : "has")
-                   << " the pair kernel's cubin the manifest " << (listsPair ? "lists" : "does not list")
-                   << "\n",
-          ++problems;
+    if ((source.find(", sizeof pair_cubin" + index + ",") != std::string::npos) != listsPair)
+      problem(where, std::string("bundle.cpp ") + (listsPair ? "lacks" : "has") +
+                         " the pair kernel's cubin the manifest " +
+                         (listsPair ? "lists" : "does not list"));
     // bundle.cpp's entry i: the spec, the architecture and the launch shape the manifest says.
     std::string entry = "{\"" + m.spec + "\", \"" + m.arch + "\", cubin" + index +
                         ", sizeof cubin" + index + ", " + std::to_string(m.threads) + ", " +
                         std::to_string(m.shared_bytes) + ", " + std::to_string(m.merge_threads) +
                         ", ";
-    if (format >= 2)
+    if (head.format >= 2)
       entry += std::to_string(m.cluster_merge) + ", " + std::to_string(m.pair_shared_bytes) + ", ";
-    if (source.str().find("{\"" + m.spec + "\", \"" + m.arch + "\"") == std::string::npos)
-      llvm::errs() << "attnc aot: " << where << "bundle.cpp does not register " << m.arch << " "
-                   << m.spec << "\n",
-          ++problems;
-    else if (!sameEntry(source.str(), entry, format >= 2 ? m.params_bytes : -1))
-      llvm::errs() << "attnc aot: " << where << "bundle.cpp registers " << m.arch << " "
-                   << m.spec << " with another launch shape than the manifest's\n",
-          ++problems;
+    if (source.find("{\"" + m.spec + "\", \"" + m.arch + "\"") == std::string::npos)
+      problem(where, "bundle.cpp does not register " + m.arch + " " + m.spec);
+    else if (!sameEntry(source, entry, head.format >= 2 ? m.params_bytes : -1))
+      problem(where, "bundle.cpp registers " + m.arch + " " + m.spec +
+                         " with another launch shape than the manifest's");
   }
+  if (kernels == 0)
+    problem(manifestPath, " lists no kernel");
+  else if (kernels != head.kernels)
+    problem(manifestPath, " lists " + counted(kernels, "kernel") + ", its first line says " +
+                              std::to_string(head.kernels) + " (a manifest cut short?)");
   // bundle.cpp registers exactly the manifest's kernels: one entry line each.
   int registered = 0;
-  for (size_t at = source.str().find("\n    {\""); at != std::string::npos;
-       at = source.str().find("\n    {\"", at + 1))
+  for (size_t at = source.find("\n    {\""); at != std::string::npos;
+       at = source.find("\n    {\"", at + 1))
     ++registered;
-  if (kernels == 0)
-    llvm::errs() << "attnc aot: " << dir << "/manifest.txt lists no kernel\n", ++problems;
-  if (registered != kernels)
-    llvm::errs() << "attnc aot: " << dir << "/bundle.cpp registers "
-                 << counted(registered, "kernel") << ", the manifest lists " << kernels << "\n",
-        ++problems;
+  if (linkable && registered != kernels)
+    problem(dir, "/bundle.cpp registers " + counted(registered, "kernel") +
+                     ", the manifest lists " + std::to_string(kernels));
   if (problems)
     return fail(counted(problems, "problem") + " in " + dir);
   llvm::outs() << dir << ": " << counted(kernels, "kernel")
-               << ", cubins and bundle.cpp match the manifest\n";
+               << (linkable ? ", cubins and bundle.cpp match the manifest\n"
+                            : ", cubins match the manifest (no bundle.cpp: a folder to load at "
+                              "run time, not to link)\n");
   return 0;
 }
 

@@ -101,7 +101,8 @@ bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t c
   std::lock_guard<std::mutex> lock(r.mutex);
   for (size_t i = 0; i < r.names.size(); ++i)
     if (r.names[i] == name) {
-      if (r.origins[i] == origin && r.versions[i] == version)
+      // The same manifest, from this folder or a copy of it: the same bundle.
+      if (!r.origins[i].empty() && r.versions[i] == version)
         return again = true;
       if (r.origins[i] == origin)
         error = "bundle '" + std::string(name) + "' was loaded from this folder before and has "

@@ -5,9 +5,14 @@
 #include "attn/Spec.h"
 #include "attnc/Bundle.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -38,6 +43,49 @@ std::mutex keptMutex;
 std::vector<std::unique_ptr<Storage>> &kept() {
   static auto *storages = new std::vector<std::unique_ptr<Storage>>();
   return *storages;
+}
+
+/// Up to `most` bytes of the regular file at `path` into `out`; false with
+/// errno's value in `err` (EISDIR for a folder or anything else that is not
+/// a regular file: a FIFO would block, a device never end).
+bool readAtMost(const std::string &path, size_t most, std::vector<unsigned char> &out, int &err) {
+  out.clear();
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    err = errno;
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    err = EISDIR;
+    return false;
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    err = errno;
+    return false;
+  }
+  out.resize(most);
+  size_t got = 0;
+  while (got < most) {
+    const ssize_t n = read(fd, out.data() + got, most - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : 0;
+      break;
+    }
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  out.resize(got);
+  return err == 0;
+}
+
+/// What readAtMost's error means for `what`.
+std::string unreadable(const std::string &what, int err) {
+  return what + (err == ENOENT ? " is missing"
+                 : err == EISDIR ? " is not a file"
+                                 : " cannot be read (" + std::string(std::strerror(err)) + ")");
 }
 
 /// A cubin path a manifest may name: inside the folder.
@@ -105,6 +153,100 @@ std::string fnv1aHex(const void *bytes, size_t size) {
   return o.str();
 }
 
+bool parseManifestHead(const std::string &first, const std::string &second, ManifestHead &out,
+                       std::string &why) {
+  out = ManifestHead();
+  const std::string head = " AOT bundle '";
+  const size_t at = first.find(head);
+  const size_t close = at == std::string::npos ? at : first.find("': ", at + head.size());
+  char *end = nullptr;
+  if (first.rfind("# attnc ", 0) == 0 && close != std::string::npos &&
+      close > at + head.size())
+    out.kernels = std::strtoll(first.c_str() + close + 3, &end, 10);
+  if (!end || end == first.c_str() + close + 3 || out.kernels < 1 ||
+      (std::string(end) != " kernel" && std::string(end) != " kernels")) {
+    why = "1: not the first line of a manifest `attnc aot` writes (# attnc X.Y.Z AOT bundle "
+          "'NAME': N kernels)";
+    return false;
+  }
+  out.name = first.substr(at + head.size(), close - at - head.size());
+  out.format = manifestFormat(second);
+  if (out.format == 0) {
+    why = "2: not a manifest's column line (# manifest " + std::to_string(kManifestFormat) +
+          ": " + manifestColumns() + ")";
+    return false;
+  }
+  return true;
+}
+
+bool manifestKernelLine(std::string &line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+    line.pop_back();
+  const size_t text = line.find_first_not_of(" \t");
+  return text != std::string::npos && line[text] != '#';
+}
+
+std::string checkManifestLine(const ManifestLine &m, int format) {
+  SpecResult spec = parseSpec(m.spec);
+  if (!spec)
+    return spec.error->message();
+  if (!spec.spec->isGPU())
+    return "a cpu spec in an AOT bundle";
+  if (spec.spec->str() != m.spec)
+    return "the spec is not in canonical form (" + spec.spec->str() + ")";
+  // attnc aot builds each spec for its target's architecture.
+  if (m.arch != name(spec.spec->target))
+    return "architecture " + m.arch + " for a spec of target " + name(spec.spec->target) +
+           " (attnc aot writes the target's)";
+  // The launch shape's numbers, in the ranges a launch takes.
+  if (m.threads < 1 || m.threads > 1024)
+    return "threads not in 1..1024";
+  if (m.shared_bytes < 0 || m.shared_bytes > INT_MAX)
+    return "shared_bytes out of range";
+  if (m.merge_threads < 0 || m.merge_threads > 1024)
+    return "merge_threads not in 0..1024";
+  if (m.bytes < 1)
+    return "bytes not positive";
+  if (!m.pair_cubin.empty() && m.pair_bytes < 1)
+    return "pair_bytes not positive";
+  if (format >= 2) {
+    if (m.cluster_merge != 0 && m.cluster_merge != 1)
+      return "cluster_merge not 0 or 1";
+    if (m.pair_shared_bytes < 0 || m.pair_shared_bytes > INT_MAX)
+      return "pair_shared_bytes out of range";
+    if (m.params_bytes < 1)
+      return "params_bytes not positive";
+    // A pair kernel has its own shared memory size and its own cubin, or neither.
+    if ((m.pair_shared_bytes > 0) != !m.pair_cubin.empty())
+      return m.pair_cubin.empty() ? "pair_shared_bytes without its pair cubin (a line cut short?)"
+                                  : "a pair cubin without pair_shared_bytes";
+  }
+  for (const std::string *file : {&m.cubin, &m.pair_cubin})
+    if (!file->empty() && !insideFolder(*file))
+      return *file + ": a cubin must lie in the bundle folder";
+  return "";
+}
+
+bool readManifestCubin(const std::string &dir, const std::string &file, long long bytes,
+                       const std::string &sum, std::vector<unsigned char> &out, std::string &why) {
+  // No more than one byte past the manifest's size: enough to tell a longer file.
+  const size_t most = static_cast<size_t>(std::max(0LL, std::min(bytes, 1LL << 34))) + 1;
+  int err = 0;
+  if (!readAtMost(dir + "/" + file, most, out, err)) {
+    why = unreadable(file, err);
+    return false;
+  }
+  const std::string have = fnv1aHex(out.data(), out.size());
+  if (static_cast<long long>(out.size()) != bytes || have != sum) {
+    why = file + " is corrupted (" +
+          (out.size() == most ? "more than " + std::to_string(bytes) + " bytes"
+                              : std::to_string(out.size()) + " bytes, checksum " + have) +
+          "; the manifest says " + std::to_string(bytes) + " bytes, " + sum + ")";
+    return false;
+  }
+  return true;
+}
+
 bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error) {
   out = LoadedBundle();
   if (dir.empty()) {
@@ -112,122 +254,89 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
     return false;
   }
   const std::string manifestPath = dir + "/manifest.txt";
-  std::ifstream manifest(manifestPath);
-  if (!manifest) {
-    error = manifestPath + ": cannot open (not a bundle folder? `attnc aot -o DIR` writes one)";
+  std::vector<unsigned char> bytes;
+  int err = 0;
+  if (!readAtMost(manifestPath, size_t(1) << 26, bytes, err)) { // 64 MiB: ~200k kernel lines
+    error = err == ENOENT || err == ENOTDIR
+                ? manifestPath + ": cannot open (not a bundle folder? `attnc aot -o DIR` writes one)"
+                : unreadable(manifestPath, err);
     return false;
   }
-  // Line 1 names the bundle, line 2 the format.
-  std::string first, second;
-  std::getline(manifest, first);
-  std::getline(manifest, second);
-  const std::string head = " AOT bundle '";
-  const size_t at = first.find(head);
-  const size_t close = at == std::string::npos ? at : first.find("':", at + head.size());
-  if (first.rfind("# attnc ", 0) != 0 || close == std::string::npos ||
-      close == at + head.size()) {
-    error = manifestPath + ":1: not the first line of a manifest `attnc aot` writes";
+  const std::string text(bytes.begin(), bytes.end());
+  std::istringstream lines(text);
+  std::string first, second, why;
+  std::getline(lines, first);
+  std::getline(lines, second);
+  manifestKernelLine(first);
+  manifestKernelLine(second);
+  ManifestHead head;
+  if (!parseManifestHead(first, second, head, why)) {
+    error = manifestPath + ":" + why;
     return false;
   }
-  auto storage = std::make_unique<Storage>();
-  storage->name = first.substr(at + head.size(), close - at - head.size());
-  const int format = manifestFormat(second);
-  if (format == 1) {
+  if (head.format == 1) {
     error = manifestPath + ": written by an older attnc (manifest format 1, without the launch "
                            "shape a loaded bundle needs): rebuild the bundle with this attnc's "
                            "`attnc aot`";
     return false;
   }
-  if (format != kManifestFormat) {
-    error = manifestPath + ":2: " +
-            (format == 0 ? std::string("not a manifest's column line")
-                         : "manifest format " + std::to_string(format) + ", this attnc reads " +
-                               std::to_string(kManifestFormat) + ": load it with the attnc that built it");
+  if (head.format != kManifestFormat) {
+    error = manifestPath + ":2: manifest format " + std::to_string(head.format) +
+            ", this attnc reads " + std::to_string(kManifestFormat) +
+            ": load it with the attnc that built it";
     return false;
   }
 
   // Every kernel's line, and its cubins checked against their sizes and checksums.
-  std::vector<ManifestLine> lines;
+  auto storage = std::make_unique<Storage>();
+  storage->name = head.name;
+  std::vector<ManifestLine> kernels;
+  std::vector<int> numbers;
   std::string line;
-  for (int number = 3; std::getline(manifest, line); ++number) {
-    if (line.empty() || line[0] == '#')
+  for (int number = 3; std::getline(lines, line); ++number) {
+    if (!manifestKernelLine(line))
       continue;
     const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
-    if (!parseManifestLine(line, format, m)) {
-      error = where + "not a manifest line (columns: " + manifestColumns(format) + ")";
+    if (!parseManifestLine(line, head.format, m)) {
+      error = where + "not a manifest line (columns: " + manifestColumns(head.format) + ")";
       return false;
     }
-    SpecResult spec = parseSpec(m.spec);
-    if (!spec || !spec.spec->isGPU() || spec.spec->str() != m.spec) {
-      error = where + (!spec ? spec.error->message()
-                             : !spec.spec->isGPU() ? "a cpu spec in an AOT bundle"
-                                                   : "the spec is not in canonical form (" +
-                                                         spec.spec->str() + ")");
+    if (!(why = checkManifestLine(m, head.format)).empty()) {
+      error = where + why;
       return false;
     }
-    // attnc aot builds each spec for its target's architecture.
-    if (m.arch != name(spec.spec->target)) {
-      error = where + "architecture " + m.arch + " for a spec of target " +
-              name(spec.spec->target) + " (attnc aot writes the target's)";
-      return false;
-    }
-    // The launch shape's numbers, in the ranges a launch takes.
-    const char *range = m.threads < 1 || m.threads > 1024        ? "threads not in 1..1024"
-                        : m.shared_bytes < 0 || m.shared_bytes > INT_MAX ? "shared_bytes out of range"
-                        : m.merge_threads < 0 || m.merge_threads > 1024 ? "merge_threads not in 0..1024"
-                        : m.cluster_merge != 0 && m.cluster_merge != 1 ? "cluster_merge not 0 or 1"
-                        : m.pair_shared_bytes < 0 || m.pair_shared_bytes > INT_MAX
-                            ? "pair_shared_bytes out of range"
-                        : m.params_bytes < 1 ? "params_bytes not positive"
-                        : m.bytes < 1        ? "bytes not positive"
-                        : !m.pair_cubin.empty() && m.pair_bytes < 1 ? "pair_bytes not positive"
-                                                                    : nullptr;
-    if (range) {
-      error = where + range;
-      return false;
-    }
-    auto read = [&](const std::string &file, long long bytes, const std::string &sum,
-                    std::vector<unsigned char> &cubin) {
-      if (!insideFolder(file)) {
-        error = where + file + ": a cubin must lie in the bundle folder";
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (kernels[i].spec == m.spec && kernels[i].arch == m.arch) {
+        error = where + "the kernel of line " + std::to_string(numbers[i]) + " again";
         return false;
       }
-      std::ifstream in(dir + "/" + file, std::ios::binary);
-      if (!in) {
-        error = where + file + " is missing";
-        return false;
-      }
-      cubin.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      const std::string got = fnv1aHex(cubin.data(), cubin.size());
-      if (static_cast<long long>(cubin.size()) != bytes || got != sum) {
-        error = where + file + " is corrupted (" + std::to_string(cubin.size()) +
-                " bytes, checksum " + got + "; the manifest says " + std::to_string(bytes) +
-                " bytes, " + sum + ")";
-        return false;
-      }
-      return true;
-    };
     storage->cubins.emplace_back();
     storage->pairCubins.emplace_back();
-    if (!read(m.cubin, m.bytes, m.fnv1a, storage->cubins.back()) ||
-        (!m.pair_cubin.empty() &&
-         !read(m.pair_cubin, m.pair_bytes, m.pair_fnv1a, storage->pairCubins.back())))
+    if (!readManifestCubin(dir, m.cubin, m.bytes, m.fnv1a, storage->cubins.back(), why) ||
+        (!m.pair_cubin.empty() && !readManifestCubin(dir, m.pair_cubin, m.pair_bytes,
+                                                     m.pair_fnv1a, storage->pairCubins.back(),
+                                                     why))) {
+      error = where + why;
       return false;
+    }
     storage->specs.push_back(m.spec);
     storage->archs.push_back(m.arch);
-    lines.push_back(m);
+    kernels.push_back(m);
+    numbers.push_back(number);
   }
-  if (lines.empty()) {
-    error = manifestPath + " lists no kernel";
+  if (static_cast<long long>(kernels.size()) != head.kernels) {
+    error = manifestPath + " lists " + std::to_string(kernels.size()) + " kernel" +
+            (kernels.size() == 1 ? "" : "s") + ", its first line says " +
+            std::to_string(head.kernels) + " (a manifest cut short?)";
     return false;
   }
 
   // The entries, pointing into the storage (complete now: nothing moves).
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const ManifestLine &m = lines[i];
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const ManifestLine &m = kernels[i];
     const std::vector<unsigned char> &pair = storage->pairCubins[i];
-    // In range (checked above): the narrowing casts keep every value.
+    // In range (checkManifestLine): the narrowing casts keep every value.
     storage->entries.push_back(BundleEntry{
         storage->specs[i].c_str(), storage->archs[i].c_str(), storage->cubins[i].data(),
         storage->cubins[i].size(), static_cast<int>(m.threads), static_cast<int>(m.shared_bytes),
@@ -236,12 +345,11 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
         static_cast<size_t>(m.params_bytes)});
   }
   // Where it came from: the folder's real path, and what its manifest said
-  // (a folder rebuilt in place is not the bundle loaded from it before).
+  // (the same manifest elsewhere is the same bundle; a folder rebuilt in
+  // place is not the bundle loaded from it before).
   char *real = realpath(dir.c_str(), nullptr);
   std::string origin = real ? real : dir;
   std::free(real);
-  std::ifstream whole(manifestPath, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(whole)), std::istreambuf_iterator<char>());
   const std::string manifestSum = fnv1aHex(text.data(), text.size());
   std::lock_guard<std::mutex> lock(keptMutex);
   kept().reserve(kept().size() + 1); // kept() takes it without failing once registered

@@ -591,7 +591,7 @@ class TestBundles(unittest.TestCase):
         self.assertIn("holds a NUL character", str(e.exception))
 
     def test_aot_only_takes_true_or_false(self):
-        for bad in ("yes", 2, None):
+        for bad in ("yes", 2, None, 1 + 0j):
             with self.assertRaises(attnc.AttncError) as e:
                 attnc.set_aot_only(bad)
             self.assertIn("aot_only = ", str(e.exception))

@@ -195,8 +195,13 @@ TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "
         std::string::npos);
   CHECK(attn::findBundledKernel(canonical(kPrefill), "sm_90a") == p);
 
-  // Another folder of the same bundle name is refused.
+  // A copy of the folder elsewhere (or the folder renamed) is the same bundle.
+  REQUIRE(attn::loadBundleFolder(makeFolder("served"), loaded, error));
+  CHECK(loaded.again);
+
+  // Another bundle of the same name is refused.
   const std::string other = makeFolder("served");
+  editManifest(other, " 168 ", " 170 ");
   why = refusal(other);
   CHECK(why.find("a bundle named 'served' is already registered (loaded from ") !=
         std::string::npos);
@@ -227,6 +232,21 @@ TEST_CASE("a missing or corrupted cubin is named with its manifest line, and not
   CHECK(attn::bundledKernels().size() == before);
   for (const char *name : {"corrupted", "shortened", "missing"})
     CHECK_FALSE(registered(name));
+}
+
+TEST_CASE("a manifest with CRLF line ends, blank lines and comments loads", "[bundle-folder]") {
+  const std::string dir = makeFolder("windows");
+  std::string text = read(dir + "/manifest.txt"), crlf;
+  for (char c : text)
+    crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  const size_t third = crlf.find("\r\nsm_90a") + 2;
+  write(dir + "/manifest.txt",
+        crlf.substr(0, third) + "\r\n   \r\n  # a note\r\n" + crlf.substr(third));
+  attn::LoadedBundle loaded;
+  std::string error;
+  CHECK(attn::loadBundleFolder(dir, loaded, error));
+  CHECK(error.empty());
+  CHECK(loaded.kernels == 2);
 }
 
 TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[bundle-folder]") {
@@ -284,8 +304,44 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
   const std::string text = read(dir + "/manifest.txt");
   size_t second = text.find('\n', text.find('\n') + 1);
   write(dir + "/manifest.txt", text.substr(0, second + 1));
-  CHECK(refusal(dir).find("manifest.txt lists no kernel") != std::string::npos);
+  CHECK(refusal(dir).find("manifest.txt lists 0 kernels, its first line says 2 (a manifest cut "
+                          "short?)") != std::string::npos);
+  // One kernel line fewer than the first line says, or a line cut before its pair columns.
+  dir = makeFolder("short");
+  editManifest(dir, "': 2 kernels", "': 3 kernels");
+  CHECK(refusal(dir).find("manifest.txt lists 2 kernels, its first line says 3") !=
+        std::string::npos);
+  dir = makeFolder("unpaired");
+  {
+    std::string text = read(dir + "/manifest.txt");
+    text = text.substr(0, text.find(" cubins/b_pair.cubin")) + "\n";
+    write(dir + "/manifest.txt", text);
+  }
+  CHECK(refusal(dir).find("manifest.txt:4: pair_shared_bytes without its pair cubin") !=
+        std::string::npos);
+  // A kernel listed twice.
+  dir = makeFolder("twice");
+  {
+    std::string text = read(dir + "/manifest.txt");
+    const size_t third = text.find("\nsm_90a") + 1;
+    const std::string line = text.substr(third, text.find('\n', third) - third + 1);
+    write(dir + "/manifest.txt", text + line);
+    editManifest(dir, "': 2 kernels", "': 3 kernels");
+  }
+  CHECK(refusal(dir).find("manifest.txt:5: the kernel of line 3 again") != std::string::npos);
+  // A cubin that is a folder, and a manifest that is one: named, not read.
+  dir = makeFolder("folder");
+  std::remove((dir + "/cubins/a.cubin").c_str());
+  REQUIRE(mkdir((dir + "/cubins/a.cubin").c_str(), 0755) == 0);
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is not a file") != std::string::npos);
+  rmdir((dir + "/cubins/a.cubin").c_str());
+  dir = makeFolder("manifest-folder");
+  std::remove((dir + "/manifest.txt").c_str());
+  REQUIRE(mkdir((dir + "/manifest.txt").c_str(), 0755) == 0);
+  CHECK(refusal(dir).find("manifest.txt is not a file") != std::string::npos);
+  rmdir((dir + "/manifest.txt").c_str());
   for (const char *name : {"x", "old", "newer", "broken", "uncanonical", "invalid", "arch",
-                           "range", "outside", "stale", "empty"})
+                           "range", "outside", "stale", "empty", "short", "unpaired",
+                           "twice", "folder"})
     CHECK_FALSE(registered(name));
 }

@@ -53,8 +53,8 @@ struct BundleRegistration {
 /// from `origin`, its folder's real path, whose manifest had checksum
 /// `version`. Refused as BundleRegistration refuses, with the reason in
 /// `error` rather than bundleErrors(); a name registered before is refused
-/// too, unless it came from the same origin with the same version: then
-/// `again` is set and nothing is registered. The entries must live for the
+/// too, unless it was loaded with the same version (the same manifest, from
+/// this folder or a copy): then `again` is set and nothing is registered. The entries must live for the
 /// whole program.
 bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
                           const std::string &origin, const std::string &version,

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attn {
 
@@ -53,6 +54,38 @@ bool parseManifestLine(const std::string &line, int format, ManifestLine &out);
 /// when `line` is neither.
 int manifestFormat(const std::string &secondLine);
 
+/// A manifest's first two lines: the bundle's name and the number of kernels
+/// (line 1, "# attnc X.Y.Z AOT bundle 'NAME': N kernels"), the format (line 2).
+struct ManifestHead {
+  std::string name;
+  long long kernels = 0;
+  int format = 0;
+};
+
+/// Reads a manifest's first two lines. False with `why` starting with the
+/// line's number ("1: ...", "2: ...") when they are not what `attnc aot`
+/// writes (a format this attnc does not read is not an error here).
+bool parseManifestHead(const std::string &first, const std::string &second, ManifestHead &out,
+                       std::string &why);
+
+/// A manifest line as read from a file: its trailing CR and blanks removed;
+/// true when it is a kernel line (not blank, not a comment).
+bool manifestKernelLine(std::string &line);
+
+/// Why a parsed kernel line cannot be loaded, or "": its spec valid, GPU and
+/// canonical, its architecture the spec's target's, its launch sizes in the
+/// ranges a launch takes (format 2's own columns only for format 2), a pair
+/// cubin listed exactly where the shape has a pair kernel, and its cubin
+/// paths inside the folder.
+std::string checkManifestLine(const ManifestLine &m, int format);
+
+/// Reads the cubin `file` (a path in the bundle folder `dir`) that the
+/// manifest gives `bytes` bytes and checksum `sum`: at most bytes + 1 bytes
+/// of a regular file. False with `why` naming `file` (missing, not a file,
+/// unreadable and why, corrupted with the sizes and checksums).
+bool readManifestCubin(const std::string &dir, const std::string &file, long long bytes,
+                       const std::string &sum, std::vector<unsigned char> &out, std::string &why);
+
 /// 64-bit FNV-1a, the manifest's checksum of each cubin, as hex.
 std::string fnv1aHex(const void *bytes, size_t size);
 
@@ -69,10 +102,10 @@ struct LoadedBundle {
 /// corrupted cubin, kernels built for other launch arguments than this
 /// runtime passes, or a bundle name already registered from elsewhere is an
 /// error naming the file (and line) and registers nothing. Loading the same
-/// folder again is not an error and registers nothing new; loading it after
-/// it was rebuilt is an error (the process keeps the kernels it loaded
-/// first). The kernels stay registered, and their cubins in memory, for the
-/// rest of the program.
+/// bundle again (the same manifest, from this folder or a copy) is not an
+/// error and registers nothing new; loading the folder after it was rebuilt
+/// is an error (the process keeps the kernels it loaded first). The kernels
+/// stay registered, and their cubins in memory, for the rest of the program.
 bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error);
 
 } // namespace attn

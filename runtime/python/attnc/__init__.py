@@ -213,9 +213,12 @@ def _text(name, value):
 
 def _flag(name, value):
     """`value` as a C int for a yes/no argument: a bool (or 0 / 1)."""
-    if value not in (True, False):  # 0 and 1 compare equal to False and True
-        raise AttncError(f"{name} = {value!r}: expected True or False")
-    return int(value)
+    try:
+        if value in (True, False):  # 0 and 1 compare equal to False and True
+            return int(value)
+    except (TypeError, ValueError):  # 1+0j compares equal but has no int()
+        pass
+    raise AttncError(f"{name} = {value!r}: expected True or False")
 
 
 def canonical_spec(spec):
