@@ -8,16 +8,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <cstdlib>
-#include <iterator>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <sstream>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace attn {
 
@@ -50,6 +50,7 @@ std::vector<std::unique_ptr<Storage>> &kept() {
 /// a regular file: a FIFO would block, a device never end).
 bool readAtMost(const std::string &path, size_t most, std::vector<unsigned char> &out, int &err) {
   out.clear();
+  err = 0;
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     err = errno;
@@ -64,10 +65,14 @@ bool readAtMost(const std::string &path, size_t most, std::vector<unsigned char>
     err = errno;
     return false;
   }
-  out.resize(most);
+  // Room for the file as it is now and one byte more (a manifest's size can
+  // be any number: it does not size the buffer), grown if the file grows.
+  out.resize(std::min(most, static_cast<size_t>(st.st_size) + 1));
   size_t got = 0;
   while (got < most) {
-    const ssize_t n = read(fd, out.data() + got, most - got);
+    if (got == out.size())
+      out.resize(std::min(most, out.size() * 2));
+    const ssize_t n = read(fd, out.data() + got, out.size() - got);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {

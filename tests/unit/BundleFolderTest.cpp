@@ -225,12 +225,17 @@ TEST_CASE("a missing or corrupted cubin is named with its manifest line, and not
   write(dir + "/cubins/a.cubin", "prefill");
   CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is corrupted (7 bytes") !=
         std::string::npos);
+  // A size no file has: read as far as the file goes, not allocated.
+  dir = makeFolder("huge");
+  editManifest(dir, " 19 ", " 1000000000000000 ");
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is corrupted (19 bytes, checksum ") !=
+        std::string::npos);
   dir = makeFolder("missing");
   std::remove((dir + "/cubins/b.cubin").c_str());
   CHECK(refusal(dir).find("manifest.txt:4: cubins/b.cubin is missing") != std::string::npos);
   // The prefill kernel of the folder above was fine: it is not registered either.
   CHECK(attn::bundledKernels().size() == before);
-  for (const char *name : {"corrupted", "shortened", "missing"})
+  for (const char *name : {"corrupted", "shortened", "huge", "missing"})
     CHECK_FALSE(registered(name));
 }
 
