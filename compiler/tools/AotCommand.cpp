@@ -242,8 +242,11 @@ bool sameEntry(const std::string &source, const std::string &head, long long par
 /// bytes and registers each kernel with the manifest's launch shape.
 int verify(const std::string &dir) {
   const std::string manifestPath = dir + "/manifest.txt";
-  std::ifstream manifest(manifestPath, std::ios::binary);
-  if (!manifest || llvm::sys::fs::is_directory(manifestPath))
+  // A regular file only: a FIFO would block the read.
+  std::ifstream manifest;
+  if (llvm::sys::fs::is_regular_file(manifestPath))
+    manifest.open(manifestPath, std::ios::binary);
+  if (!manifest.is_open() || !manifest)
     return fail(manifestPath + ": cannot open (not a bundle folder?)");
   std::string first, second, why;
   std::getline(manifest, first);
@@ -289,6 +292,11 @@ int verify(const std::string &dir) {
       problem(where, why);
       continue;
     }
+    // The kernels' arguments: what this attnc's runtime passes (format 2 records it).
+    if (head.format >= 2 && m.params_bytes != static_cast<long long>(sizeof(kernel::Params)))
+      problem(where, "its kernel takes arguments of " + std::to_string(m.params_bytes) +
+                         " bytes, this attnc passes " + std::to_string(sizeof(kernel::Params)) +
+                         " (rebuild the bundle with this attnc's `attnc aot`)");
     for (const auto &[kernel, at] : seen)
       if (kernel == m.arch + " " + m.spec)
         problem(where, "the kernel of line " + std::to_string(at) + " again");
@@ -352,9 +360,13 @@ int verify(const std::string &dir) {
   if (problems)
     return fail(counted(problems, "problem") + " in " + dir);
   llvm::outs() << dir << ": " << counted(kernels, "kernel")
-               << (linkable ? ", cubins and bundle.cpp match the manifest\n"
+               << (linkable ? ", cubins and bundle.cpp match the manifest"
                             : ", cubins match the manifest (no bundle.cpp: a folder to load at "
-                              "run time, not to link)\n");
+                              "run time, not to link)")
+               << (head.format < kManifestFormat
+                       ? " (manifest format " + std::to_string(head.format) +
+                             ": it cannot be loaded at run time; rebuild it to load it)\n"
+                       : std::string("\n"));
   return 0;
 }
 

@@ -162,9 +162,10 @@ static cl::opt<bool> aotSkipBad("skip-bad",
                                          "report them all and stop)"),
                                 cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<std::string> aotVerify("verify",
-                                      cl::desc("Check a bundle folder: every cubin the manifest "
-                                               "lists is there, intact, and registered by "
-                                               "bundle.cpp"),
+                                      cl::desc("Check a bundle folder: its manifest's lines pass "
+                                               "the loader's checks, every cubin is there and "
+                                               "intact, and bundle.cpp (if there is one) embeds "
+                                               "them with the manifest's launch shapes"),
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
 static cl::opt<bool> aotForce("force",

@@ -16,8 +16,9 @@ ragged random batches, checks that each kernel came from the bundle and that
 its output matches an fp32 reference (relative error < 1e-2), and shows that
 a call outside the bundle (head_dim 64) is refused.
 
-Exit status: 0 served and matched, 1 a mismatch or a kernel not from the
-bundle, 2 a bad argument, 77 skipped (no torch or no GPU here).
+Exit status: 0 served and matched; 1 a mismatch, a kernel not from the
+bundle, or the head_dim 64 call served; 2 a folder that does not load (or a
+bad command line); 77 skipped (no torch or no GPU here).
 """
 
 import argparse

@@ -1,4 +1,4 @@
-//===- Bundle.cpp - The registry of linked AOT bundles ---------------------===//
+//===- Bundle.cpp - The registry of AOT bundles, linked in or loaded -------===//
 
 #include "attnc/Bundle.h"
 

@@ -5,7 +5,7 @@
 # attnc makes it ~58 MB otherwise), libattnc.so (the C API, for the Python
 # module and bench/bench.py) and the two C++ examples that need a GPU to do
 # their work (examples/aot's application with its bundle, examples/jit-at-load),
-# and the C API's unit tests (attn-capi-tests, over libattnc.so).
+# and the C API's and attnc.hpp's unit tests (attn-capi-tests, over libattnc.so).
 # tests/gpu/run-on-gpu.sh unpacks attnc.
 #   tests/gpu/pack.sh [-h | --help]
 set -euo pipefail

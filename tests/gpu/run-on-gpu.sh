@@ -10,7 +10,8 @@
 #   ATTNC_GPU_BIN: the packed binaries (default build-static/pack).
 # 1. attn-gpu-check: every kernel family against the fp64 reference, then the
 #    launch contract (graph capture, refused arguments, the checking mode).
-#    Then the C API's unit tests (attn-capi-tests), whose GPU branch must run.
+#    Then the C API's and attnc.hpp's unit tests (attn-capi-tests), whose GPU
+#    branches must run.
 # 2. JIT latency through the kernel cache: cold NVRTC, disk hit, memory hit.
 #    Where a CUDA driver is installed NVRTC's cubins also pass through the
 #    driver's compute cache (~/.nv/ComputeCache, CUDA_CACHE_PATH), so a kernel
@@ -82,7 +83,7 @@ if [ $checks = 1 ]; then
   "$check" 2>&1 | tee "$logs/gpu-check.log" || status=1
   # The unit tests' GPU branches (the C API's runtime, kernels, workspace and
   # prepare); ATTNC_EXPECT_GPU makes a runtime that does not bind a failure.
-  step "the C API's unit tests on the GPU"
+  step "the C API's and attnc.hpp's unit tests on the GPU"
   if [ -x "$pack/attn-capi-tests" ]; then
     ATTNC_EXPECT_GPU=1 LD_LIBRARY_PATH="$pack${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       "$pack/attn-capi-tests" 2>&1 | tee "$logs/capi-tests.log" | tail -n 2

@@ -1,7 +1,7 @@
 /*===- attnc.h - The C API of attnc: a stable ABI over the runtime -*- C -*-===*
  *
- * Spec in, kernel out, launch on a stream: the JIT path of the C++ runtime
- * (attn::Runtime, attn::Kernel) behind opaque handles and plain C types, for
+ * Spec in, kernel out, launch on a stream: the C++ runtime (AOT bundles,
+ * the kernel cache, the JIT: attn::Runtime, attn::Kernel) behind opaque handles and plain C types, for
  * other languages (the Python module in runtime/python calls it through
  * ctypes) and for applications that must not depend on a C++ ABI.
  *
@@ -49,7 +49,8 @@ extern "C" {
 typedef enum attnc_status {
   ATTNC_OK = 0,
   ATTNC_ERROR_INVALID_ARGUMENT = 1, /**< a bad spec (or one this GPU cannot run: target cpu,
-                                         sm_90a on another GPU), null handle or launch argument */
+                                         sm_90a on another GPU), null handle or launch argument,
+                                         or a bundle folder that does not load */
   ATTNC_ERROR_NO_GPU = 2,           /**< no CUDA driver or device */
   ATTNC_ERROR_COMPILE = 3,          /**< the pipeline, the emitter or NVRTC failed */
   ATTNC_ERROR_LAUNCH = 4,           /**< the driver refused the launch */
@@ -130,10 +131,13 @@ ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *
  *  against the manifest's size and checksum. All or nothing: a folder that
  *  is not a bundle, a missing or corrupted cubin, a bundle built by an attnc
  *  whose kernels take other arguments, or a bundle name already registered
- *  from elsewhere is ATTNC_ERROR_INVALID_ARGUMENT and registers nothing.
- *  Loading the same folder again registers nothing new. *kernels (may be
- *  NULL) receives the number of kernels the folder holds, all architectures
- *  counted. Needs no GPU. Added in ABI version 5. */
+ *  with another manifest (linked in, loaded from another folder, or this
+ *  folder rebuilt since) is ATTNC_ERROR_INVALID_ARGUMENT and registers
+ *  nothing. Loading the same bundle again (this folder, a copy, the folder
+ *  renamed) succeeds and registers nothing new. A kernel another bundle
+ *  registered first keeps serving. *kernels (may be NULL) receives the
+ *  number of kernels the folder holds, all architectures counted. Needs no
+ *  GPU. Added in ABI version 5. */
 ATTNC_API attnc_status attnc_bundle_load(const char *dir, int64_t *kernels);
 
 /** Binds to the calling thread's current CUDA context (device 0's primary

@@ -100,8 +100,9 @@ struct LoadedBundle {
 /// cubins it lists; bundle.cpp is not read) for every attn::Runtime of the
 /// process. All or nothing: a manifest that does not parse, a missing or
 /// corrupted cubin, kernels built for other launch arguments than this
-/// runtime passes, or a bundle name already registered from elsewhere is an
-/// error naming the file (and line) and registers nothing. Loading the same
+/// runtime passes, or a bundle name already registered with another manifest
+/// is an error naming the file and line (the last two: the folder) and
+/// registers nothing. Loading the same
 /// bundle again (the same manifest, from this folder or a copy) is not an
 /// error and registers nothing new; loading the folder after it was rebuilt
 /// is an error (the process keeps the kernels it loaded first). The kernels
