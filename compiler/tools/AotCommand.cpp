@@ -248,13 +248,9 @@ int verify(const std::string &dir) {
     manifest.open(manifestPath, std::ios::binary);
   if (!manifest.is_open() || !manifest)
     return fail(manifestPath + ": cannot open (not a bundle folder?)");
-  std::string first, second, why;
-  std::getline(manifest, first);
-  std::getline(manifest, second);
-  manifestKernelLine(first);
-  manifestKernelLine(second);
+  std::string why;
   ManifestHead head;
-  if (!parseManifestHead(first, second, head, why))
+  if (!readManifestHead(manifest, head, why))
     return fail(manifestPath + ":" + why);
   if (head.format > kManifestFormat)
     return fail(manifestPath + ":2: manifest format " + std::to_string(head.format) +

@@ -158,9 +158,13 @@ std::string fnv1aHex(const void *bytes, size_t size) {
   return o.str();
 }
 
-bool parseManifestHead(const std::string &first, const std::string &second, ManifestHead &out,
-                       std::string &why) {
+bool readManifestHead(std::istream &in, ManifestHead &out, std::string &why) {
   out = ManifestHead();
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  manifestKernelLine(first); // its trailing CR and blanks removed
+  manifestKernelLine(second);
   const std::string head = " AOT bundle '";
   const size_t at = first.find(head);
   const size_t close = at == std::string::npos ? at : first.find("': ", at + head.size());
@@ -269,13 +273,9 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
   }
   const std::string text(bytes.begin(), bytes.end());
   std::istringstream lines(text);
-  std::string first, second, why;
-  std::getline(lines, first);
-  std::getline(lines, second);
-  manifestKernelLine(first);
-  manifestKernelLine(second);
+  std::string why;
   ManifestHead head;
-  if (!parseManifestHead(first, second, head, why)) {
+  if (!readManifestHead(lines, head, why)) {
     error = manifestPath + ":" + why;
     return false;
   }

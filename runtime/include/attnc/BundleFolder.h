@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -62,11 +63,11 @@ struct ManifestHead {
   int format = 0;
 };
 
-/// Reads a manifest's first two lines. False with `why` starting with the
-/// line's number ("1: ...", "2: ...") when they are not what `attnc aot`
-/// writes (a format this attnc does not read is not an error here).
-bool parseManifestHead(const std::string &first, const std::string &second, ManifestHead &out,
-                       std::string &why);
+/// Reads a manifest's first two lines from `in`, leaving it at the third.
+/// False with `why` starting with the line's number ("1: ...", "2: ...")
+/// when they are not what `attnc aot` writes (a format this attnc does not
+/// read is not an error here).
+bool readManifestHead(std::istream &in, ManifestHead &out, std::string &why);
 
 /// A manifest line as read from a file: its trailing CR and blanks removed;
 /// true when it is a kernel line (not blank, not a comment).
