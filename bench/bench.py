@@ -5,13 +5,16 @@ not, B * N = 16384 tokens, H * head_dim = 2048, contiguous K/V (12 rows); decode
 query token, head_dim 128, on five GQA rows (B, query / KV heads, KV length): 64, 32/8,
 1024; 64, 32/8, 4096; 16, 32/8, 16384; 128, 32/8, 4096; 8, 64/8, 32768, attnc reading
 K/V through a block table of 16-token pages over shuffled pages, the anchors the same
-cache contiguous. Decode rows also time attnc on the same K/V through four other tables:
+cache contiguous. Decode rows also time attnc on the same K/V through four other tables,
+and without one:
 the slots attnc.PageAllocator gives out under a server's traffic ("PageAllocator") and
 those a plain free list gives out under the same traffic ("free list"; bench/serving.py
 plays it out, each cache 1.25 times the row's pages), the pages shuffled only within
 windows of 2 MiB ("2 MiB windows": each sequence's pages stay in the few windows its pages
-in order fill) and each sequence's pages in order ("in order"). The ratios to the anchors
-are the whole-cache shuffle's; each other table's ratio to cuDNN follows.
+in order fill), each sequence's pages in order ("in order"), and that memory read as a
+contiguous cache ([B * N, H_kv, 128], sequences by cu_seqlens_k: "contiguous"). The
+ratios to the anchors are the whole-cache shuffle's; each other cache's ratio to cuDNN
+follows.
 
     python3 bench/bench.py [--out DIR] [--rows prefill,decode,memory] [--quick] [--no-flex]
                            [--repeat N] [--profile]
@@ -85,11 +88,14 @@ SERIES = {"attnc": ("attnc", "tab:blue"),
           "attnc_freelist": ("attnc, pages from a free list (serving traffic)", "tab:gray"),
           "attnc_win2mib": ("attnc, pages in 2 MiB windows", "tab:purple"),
           "attnc_in_order": ("attnc, pages in order", "tab:cyan"),
+          "attnc_contiguous": ("attnc, contiguous cache", "tab:brown"),
           "flash": ("SDPA flash (FA2)", "tab:orange"), "cudnn": ("SDPA cuDNN", "tab:green"),
           "flex": ("FlexAttention", "tab:red")}
-# The decode rows' other tables over the same pages: series name, and its name in a ratio.
+# The decode rows' other caches of the same K/V: the other tables over the same pages, then
+# no table (the cache contiguous, [B * N, H_kv, 128]): series name, and its name in a ratio.
 TABLES = (("attnc_served", "PageAllocator"), ("attnc_freelist", "free list"),
-          ("attnc_win2mib", "2 MiB windows"), ("attnc_in_order", "in order"))
+          ("attnc_win2mib", "2 MiB windows"), ("attnc_in_order", "in order"),
+          ("attnc_contiguous", "contiguous"))
 USE_FLEX = True
 PROFILE = False
 REPEAT = 1
@@ -210,7 +216,8 @@ def decode_inputs(b, hq, hkv, n, page=16):
     the anchors read them); the same cache as pages of `page` tokens in order ([pages, page,
     H_kv, 128], a freshly filled cache: sequence s's page i is page s * pages_per_seq + i) and
     that order's table; the query ([B, H_q, 1, 128], and as attnc's [B, H_q, 128]); attnc's
-    sequence arguments; and SDPA flash's output, which every attnc output is checked against."""
+    sequence arguments (cu_k: the sequences' offsets in the same cache read contiguous,
+    [B * N, H_kv, 128]); and SDPA flash's output, which every attnc output is checked against."""
     pages_per_seq = n // page
     k, v = (torch.randn(b, hkv, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     q = torch.randn(b, hq, 1, 128, device="cuda", dtype=torch.bfloat16)
@@ -223,6 +230,7 @@ def decode_inputs(b, hq, hkv, n, page=16):
             "ko": ko, "vo": vo, "in_order": in_order.view(b, pages_per_seq),
             "qp": q.view(b, hq, 128).contiguous(),
             "cu": torch.arange(0, b + 1, dtype=torch.int32, device="cuda"),
+            "cu_k": torch.arange(0, b + 1, dtype=torch.int32, device="cuda") * n,
             "lens": torch.full((b,), n, dtype=torch.int32, device="cuda"), "ref": ref}
 
 
@@ -255,12 +263,17 @@ def permuted_cache(d, perm, slots=None):
 
 
 def decode_plan(d, kc, vc, table, label):
-    """attnc's plan of decode_inputs' row `d` over the paged cache (kc, vc) through `table`,
-    run once and checked against SDPA: (plan, relative error). A wrong output stops the
-    benchmark before anything is timed."""
+    """attnc's plan of decode_inputs' row `d` over the paged cache (kc, vc) through `table`
+    (None: kc and vc are the cache contiguous, [B * N, H_kv, 128]), run once and checked
+    against SDPA: (plan, relative error). A wrong output stops the benchmark before
+    anything is timed."""
     b, hq, n = d["b"], d["hq"], d["n"]
-    p = attnc.plan(d["qp"], kc, vc, cu_seqlens_q=d["cu"], max_seqlen_q=1, block_table=table,
-                   seq_lens_k=d["lens"], max_seqlen_k=n)
+    if table is None:
+        p = attnc.plan(d["qp"], kc, vc, cu_seqlens_q=d["cu"], max_seqlen_q=1,
+                       cu_seqlens_k=d["cu_k"], max_seqlen_k=n)
+    else:
+        p = attnc.plan(d["qp"], kc, vc, cu_seqlens_q=d["cu"], max_seqlen_q=1, block_table=table,
+                       seq_lens_k=d["lens"], max_seqlen_k=n)
     p.run()
     err = rel_err(p.out.view(b, hq, 1, 128), d["ref"])
     if not err < 1e-2:
@@ -314,7 +327,9 @@ def decode_rows(quick):
                  "attnc_freelist": permuted_cache(d, torch.tensor(freelist).view(-1).cuda(),
                                                   slots),
                  "attnc_win2mib": permuted_cache(d, window_shuffle(pages, gen).to("cuda")),
-                 "attnc_in_order": (ko, vo, d["in_order"])}
+                 "attnc_in_order": (ko, vo, d["in_order"]),
+                 # The same memory as the pages in order, read without a table.
+                 "attnc_contiguous": (ko.view(-1, hkv, 128), vo.view(-1, hkv, 128), None)}
         nbytes = 2 * k.numel() * k.element_size()
         fns, errs, plans = {}, {}, []
         for name, (kc, vc, table) in paged.items():

@@ -265,7 +265,6 @@ defaults, except those a command's description above sets (run and trace: target
               (bottom-right aligned: query i is at key p = i + kv_len - q_len;
               causal sees keys j <= p, sliding_window(W) p - W < j <= p)
   page_size   0 = contiguous KV, else tokens per page, 1..65536 (0)
-              (decode needs >= 1)
   gqa         num_q_heads / num_kv_heads, 1..256; GPU decode:   (1)
               tile_q x gqa <= 128 query rows per block
               (query head h reads KV head h / gqa, as repeat_interleave)

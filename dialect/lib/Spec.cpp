@@ -386,9 +386,6 @@ std::optional<SpecError> validateSpec(const Spec &s) {
   if (s.page_size < 0 || s.page_size > 65536)
     return err("page_size", s.page_size,
                "must be 0 (contiguous KV) or a number of tokens per page in 1..65536");
-  if (s.mode == Mode::Decode && s.page_size == 0)
-    return err("page_size", 0,
-               "mode = decode reads a paged KV cache: page_size must be >= 1");
   if (s.mask.kind == MaskKind::SlidingWindow && s.mask.window < 1)
     return SpecError{"mask", s.mask.str(), "the window must be >= 1 key"};
 

@@ -451,6 +451,14 @@ int main(int argc, char **argv) {
                           ",gqa=" + std::to_string(gqa) + ",page_size=" + std::to_string(page) +
                           ",mask=" + mask + ",split_kv=" + split + ",return_lse=true");
         }
+    // Decode over a contiguous cache (page_size 0: the sequences by cu_seqlens_k,
+    // each tile copied by KVTile): masks, splits, several query tokens.
+    specs.push_back("mode=decode,dtype=bf16,head_dim=128,gqa=4,page_size=0,split_kv=auto,return_lse=true");
+    specs.push_back("mode=decode,dtype=f16,head_dim=64,gqa=8,page_size=0,mask=sliding_window(100),"
+                    "split_kv=3,return_lse=true");
+    specs.push_back("mode=decode,dtype=bf16,head_dim=256,gqa=1,page_size=0,mask=causal,split_kv=1");
+    specs.push_back("mode=decode,dtype=f16,head_dim=128,gqa=4,tile_q=4,page_size=0,mask=causal,split_kv=2,"
+                    "return_lse=true");
     // Two splits as the two pipelines of one block (sm_90a, pages of 16: "<name>_pair").
     specs.push_back("mode=decode,dtype=bf16,head_dim=128,gqa=4,page_size=16,mask=causal,split_kv=2,"
                     "return_lse=true");

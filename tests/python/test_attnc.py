@@ -131,6 +131,17 @@ class TestSpecFor(unittest.TestCase):
         self.assertIn(",page_size=16,gqa=4,", spec)
         self.assertTrue(spec.endswith("target=sm_90a,split_kv=auto"), spec)
 
+    def test_contiguous_few_tokens_are_decode(self):
+        spec = attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", max_q_len=2, causal=True)
+        self.assertTrue(spec.startswith("mode=decode,head_dim=128,dtype=bf16,tile_q=2,"), spec)
+        self.assertIn(",mask=causal,page_size=0,gqa=4,", spec)
+        # 17 query tokens, or 4 of 64-head groups (256 rows a block): prefill.
+        for heads, tokens in ((32, 17), (64, 4)):
+            spec = attnc.spec_for("bf16", 128, heads, 1, target="sm_90a", max_q_len=tokens)
+            self.assertTrue(spec.startswith("mode=prefill,"), (heads, tokens, spec))
+        spec = attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", max_q_len=1, decode=False)
+        self.assertTrue(spec.startswith("mode=prefill,"), spec)
+
     def test_no_query_token_is_not_decode(self):
         spec = attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", page_size=16, max_q_len=0)
         self.assertTrue(spec.startswith("mode=prefill,"), spec)

@@ -66,6 +66,42 @@ TEST_CASE("a call's tensors give the spec: paged decode, contiguous prefill", "[
   CHECK(spec.mask.str() == "sliding_window(256)");
 }
 
+TEST_CASE("a few query tokens over a contiguous cache take the decode kernels", "[attention]") {
+  AttentionCall c;
+  c.q = c.out = {0x1000, {4, 32, 128}, DType::BF16};
+  c.k = c.v = {0x2000, {4 * 4096, 8, 128}, DType::BF16};
+  c.cu_seqlens_q = 0x3000;
+  c.cu_seqlens_k = 0x4000;
+  c.batch = 4;
+  c.max_q_len = 1;
+  c.max_kv_len = 4096;
+  Spec spec;
+  AttentionArgs args;
+  std::string error;
+  REQUIRE(deriveAttention(c, Target::SM90a, spec, args, error));
+  CHECK(spec.str() == "mode=decode,head_dim=128,dtype=bf16,tile_q=1,tile_kv=64,mask=none,"
+                      "page_size=0,gqa=4,return_lse=false,target=sm_90a,split_kv=auto");
+  CHECK(args.total_kv == 4 * 4096);
+  CHECK(args.block_table == 0);
+  // Up to 16 query tokens and 128 rows a block (tokens x the group's heads);
+  // past either, and when the call asks, the prefill kernels.
+  c.max_q_len = 16;
+  c.q = c.out = {0x1000, {64, 32, 128}, DType::BF16};
+  c.causal = true;
+  REQUIRE(deriveAttention(c, Target::SM90a, spec, args, error));
+  CHECK(spec.mode == Mode::Decode);
+  CHECK(spec.tile_q == 16);
+  c.max_q_len = 17;
+  c.q = c.out = {0x1000, {68, 32, 128}, DType::BF16};
+  REQUIRE(deriveAttention(c, Target::SM90a, spec, args, error));
+  CHECK(spec.mode == Mode::Prefill);
+  c.max_q_len = 1;
+  c.q = c.out = {0x1000, {4, 32, 128}, DType::BF16};
+  c.decode = false;
+  REQUIRE(deriveAttention(c, Target::SM90a, spec, args, error));
+  CHECK(spec.mode == Mode::Prefill);
+}
+
 TEST_CASE("a long head_dim 64 prefill on sm_90a takes the warp-specialised 192 x 128 block",
           "[attention]") {
   auto specFor = [](int64_t maxQLen, bool causal, Target target = Target::SM90a) {

@@ -113,7 +113,7 @@ void checkMatrix(const std::string &dtype, double tolerance, bool relative) {
       const std::string common = base + ",mask=" + mask + ",gqa=" + std::to_string(gqa);
       for (int page : {0, 1, 16, 19})
         check(common + ",tile_q=16,tile_kv=19,page_size=" + std::to_string(page), kPrefillBatch, 1);
-      for (int page : {1, 16, 19})
+      for (int page : {0, 1, 16, 19})
         for (const char *split : {"1", "3", "auto"})
           check(common + ",mode=decode,tile_q=2,tile_kv=19,page_size=" + std::to_string(page) +
                     ",split_kv=" + split,

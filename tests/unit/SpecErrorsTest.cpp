@@ -223,7 +223,7 @@ TEST_CASE("gqa must be in 1..256", "[spec][errors]") {
   CHECK(parseValid("gqa=256,target=cpu,mode=decode,page_size=4").gqa == 256);
 }
 
-TEST_CASE("page_size must be 0 or 1..65536 and decode needs pages",
+TEST_CASE("page_size must be 0 or 1..65536, for prefill and decode alike",
           "[spec][errors]") {
   checkErrors({
       {"page_size=65537",
@@ -232,14 +232,15 @@ TEST_CASE("page_size must be 0 or 1..65536 and decode needs pages",
       {"page_size=999999999,target=cpu",
        "invalid spec: page_size = 999999999: must be 0 (contiguous KV) or a "
        "number of tokens per page in 1..65536"},
-      {"mode=decode",
-       "invalid spec: page_size = 0: mode = decode reads a paged KV cache: "
-       "page_size must be >= 1"},
-      {"mode=decode,page_size=0,target=cpu",
-       "invalid spec: page_size = 0: mode = decode reads a paged KV cache: "
-       "page_size must be >= 1"},
+      {"mode=decode,page_size=70000",
+       "invalid spec: page_size = 70000: must be 0 (contiguous KV) or a number "
+       "of tokens per page in 1..65536"},
   });
   CHECK(parseValid("page_size=65536").page_size == 65536);
+  // Decode reads a contiguous cache (page_size 0, the default) or a paged one.
+  CHECK(parseValid("mode=decode").page_size == 0);
+  CHECK(parseValid("mode=decode,page_size=0,target=cpu").mode == Mode::Decode);
+  CHECK(parseValid("mode=decode,page_size=65536,gqa=8").page_size == 65536);
 }
 
 TEST_CASE("a sliding window must hold at least one key", "[spec][errors]") {

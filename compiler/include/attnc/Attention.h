@@ -54,7 +54,7 @@ struct AttentionCall {
   bool causal = false;
   int64_t window = 0;              ///< > 0: a causal sliding window of this many keys
   double scale = 0;                ///< 0: 1 / sqrt(head_dim)
-  /// unset: decode for a paged cache with 1..16 query tokens and max_q_len x gqa <= 128
+  /// unset: decode (paged or contiguous cache) for 1..16 query tokens and max_q_len x gqa <= 128
   std::optional<bool> decode;
   std::optional<int64_t> split_kv; ///< decode: unset = auto
   CUdeviceptr workspace = 0;       ///< split-KV decode: workspaceBytes() bytes
@@ -75,7 +75,7 @@ struct AttentionShape {
   bool causal = false;
   int64_t window = 0; ///< > 0: a causal sliding window of this many keys
   bool return_lse = false;
-  /// unset: decode for a paged cache with 1..16 query tokens and max_q_len x gqa <= 128
+  /// unset: decode (paged or contiguous cache) for 1..16 query tokens and max_q_len x gqa <= 128
   std::optional<bool> decode;
   std::optional<int64_t> split_kv; ///< decode: unset = auto
   int64_t tile_q = 0, tile_kv = 0; ///< 0: the defaults (tile_q is prefill's)

@@ -208,7 +208,8 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "; // K/V tiles in shared memory: kStages - 1 load ahead\n"
       << "  static constexpr int kTableAhead = "
       << (decodeCopiesPageRuns(spec, threads) ? kDecodeTableAhead : 1)
-      << "; // attn-page-kv: block-table entries read this many tiles before their copy\n";
+      << (spec.isPaged() ? "; // attn-page-kv: block-table entries read this many tiles before their copy\n"
+                         : "; // (a contiguous cache has no block table to read ahead)\n");
   o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
 }
 } // namespace

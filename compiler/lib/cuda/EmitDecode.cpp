@@ -1,7 +1,8 @@
 //===- EmitDecode.cpp - The decode block, printed as CUDA -------------------===//
 //
 // The decode kernel (attn/decode.cuh): a block per (split, KV head,
-// sequence) streams its K/V tiles through the block table; the merge of the
+// sequence) streams its K/V tiles through the block table (or, page_size 0,
+// from a contiguous cache, sequences by cu_seqlens_k); the merge of the
 // splits' partial results; and on sm_90a the pair kernel, two splits as the
 // two pipelines of one block.
 //
@@ -100,9 +101,18 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
       << "    copy.copy_kv(smem_k(stage), smem_v(stage), kv, j * Cfg::kTileKV, read);\n"
       << "  };\n";
-  else
+  else if (plan.paged)
     o << "  // attn-page-kv: the K and V rows of tile j, found through the block table\n"
       << "  // (KVCache::slot) once for both, from the table entries `read` holds.\n"
+      << "  using Copy = KVTile<Cfg, Cfg::kTileKV>;\n"
+      << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
+      << "    const Copy rows(kv, j * Cfg::kTileKV, read);\n"
+      << "    rows.copy_kv(smem_k(stage), smem_v(stage), kv, kv_head);\n"
+      << "  };\n";
+  else
+    o << "  // The K and V rows of tile j in a contiguous cache: token t's row at t times\n"
+      << "  // the token stride (KVCache::slot is t itself), once for both; `read` holds\n"
+      << "  // each row's token (a contiguous cache has no table to read).\n"
       << "  using Copy = KVTile<Cfg, Cfg::kTileKV>;\n"
       << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
       << "    const Copy rows(kv, j * Cfg::kTileKV, read);\n"
@@ -137,13 +147,17 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "    load_tile<Block, Cfg::kTileQ>(smem_q, [&](int r) -> const Elem * {\n"
     << "      const int row = row0 + r;\n"
     << "      return row < rows ? q + (row / Cfg::kGroup) * q_row + (row % Cfg::kGroup) * Cfg::kHeadDim : nullptr; }, q);\n"
-    << "    cp_async_commit(); // the query rows: a cp.async group of their own\n"
-    << "    // attn-page-kv: the block-table entries of the first kStages - 1 tiles, read\n"
-    << "    // together (the first copies wait on the table once, not once a tile). next[i]\n"
-    << "    // holds those of the (i + 1)-th tile still to load: each entry is read kTableAhead\n"
-    << "    // tiles before its copy, about as long as a read takes while the K/V copies keep\n"
-    << "    // the memory system full, so the loop's copies do not wait on the table.\n"
-    << "    Copy::Lookups first[Cfg::kStages - 1], next[Cfg::kTableAhead];\n";
+    << "    cp_async_commit(); // the query rows: a cp.async group of their own\n";
+  if (plan.paged)
+    o << "    // attn-page-kv: the block-table entries of the first kStages - 1 tiles, read\n"
+      << "    // together (the first copies wait on the table once, not once a tile). next[i]\n"
+      << "    // holds those of the (i + 1)-th tile still to load: each entry is read kTableAhead\n"
+      << "    // tiles before its copy, about as long as a read takes while the K/V copies keep\n"
+      << "    // the memory system full, so the loop's copies do not wait on the table.\n";
+  else
+    o << "    // The rows of the first kStages - 1 tiles and of the next: a contiguous cache's\n"
+      << "    // Lookups only name each row's token (no memory is read for them).\n";
+  o << "    Copy::Lookups first[Cfg::kStages - 1], next[Cfg::kTableAhead];\n";
   const char *indent = pageRuns ? "  " : "";
   if (pageRuns)
     o << "    if (mine.lo == 0) {\n"

@@ -33,9 +33,10 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
   text += s.window > 0 ? ",mask=sliding_window(" + std::to_string(s.window) + ")"
           : s.causal   ? ",mask=causal"
                        : ",mask=none";
-  // Decode kernels put a GQA group's heads for a few query tokens in one block.
-  const bool decode = s.decode.value_or(s.page_size > 0 && s.max_q_len >= 1 &&
-                                        s.max_q_len <= 16 && s.max_q_len * group <= 128);
+  // Decode kernels put a GQA group's heads for a few query tokens in one block
+  // (each K/V tile read once for the group), over a paged or a contiguous cache.
+  const bool decode = s.decode.value_or(s.max_q_len >= 1 && s.max_q_len <= 16 &&
+                                        s.max_q_len * group <= 128);
   if (decode) {
     text += ",mode=decode,tile_q=" + std::to_string(std::max<int64_t>(1, s.max_q_len));
     if (s.split_kv)

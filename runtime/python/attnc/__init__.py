@@ -233,8 +233,8 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     """The canonical spec of the kernel attention() takes for tensors like these on
     `target` ('sm_90a', 'sm_80', or a GPU's architecture such as Runtime().arch:
     sm_9x takes sm_90a, any other sm_80), by the C++ library's rules: decode
-    kernels for a paged cache (page_size > 0) with 1 to 16 query tokens
-    (max_q_len) and max_q_len * (num_q_heads / num_kv_heads) <= 128, unless
+    kernels, over a paged (page_size > 0) or a contiguous cache, for 1 to 16 query
+    tokens (max_q_len) and max_q_len * (num_q_heads / num_kv_heads) <= 128, unless
     `decode` says. Needs no GPU: e.g. to list the specs
     a model will need for `attnc aot`."""
     if dtype not in ("bf16", "f16"):
@@ -670,7 +670,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     whose head_dim is contiguous (heads before tokens, a pool of pages per
     head, k and v halves of one tensor), k and v with the same strides. decode=None
     takes the decode kernels (the GQA group's heads in one block, split-KV)
-    for a paged cache whose sequences have at most 16 query tokens (and at most
+    over a paged or a contiguous cache whose sequences have at most 16 query tokens (and at most
     128 query rows per block: max_seqlen_q x the GQA group), else the prefill
     kernels. out, lse and workspace may be given (else they are allocated
     here; a workspace is needed by split-KV decode that merges through global
