@@ -95,6 +95,7 @@ if [ $checks = 1 ]; then
   CUDA_CACHE_DISABLE=1 "$check" --jit 2>&1 | tee "$logs/jit.log" || status=1
   step "attnc run"
   for spec in "mode=decode,page_size=16,gqa=8,mask=causal,return_lse=true --batch 5 --ragged --kv-len 5000" \
+              "mode=decode,gqa=4,tile_q=2 --batch 4 --ragged --q-len 2 --kv-len 3000" \
               "mask=sliding_window(200),head_dim=64,page_size=16,gqa=2 --batch 3 --ragged --q-len 700"; do
     # shellcheck disable=SC2086
     "$attnc" run --target gpu --spec $spec 2>&1 | tee -a "$logs/attnc-run.log" | tail -n 3 || status=1
@@ -104,7 +105,8 @@ if [ $checks = 1 ]; then
          --spec "dtype=bf16,mask=causal,head_dim=64,tile_q=192,gqa=2,page_size=16"
          --spec "mode=decode,page_size=19,gqa=4,split_kv=1,mask=causal,dtype=f16"
          --spec "mode=decode,page_size=16,gqa=8,split_kv=3,return_lse=true"
-         --spec "mode=decode,page_size=16,gqa=4,split_kv=2,mask=causal")
+         --spec "mode=decode,page_size=16,gqa=4,split_kv=2,mask=causal"
+         --spec "mode=decode,page_size=0,gqa=4,split_kv=3,mask=sliding_window(100),dtype=f16,return_lse=true")
   step "sanitizers"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 3 "$check" "${small[@]}" > "$logs/$tool.log" 2>&1 || status=1
