@@ -9,8 +9,9 @@ The model is built from a config (no download): head_dim 128, 8 query heads,
 2 KV heads (GQA 4), bf16, on the GPU. Its attention layers call the function
 registered here under the name "attnc" (transformers' AttentionInterface),
 which hands query, key and value to attnc.attention: a causal prefill kernel
-for the prompt, a decode-shaped call (one query token) for each generated
-token. The same weights then run with attn_implementation="sdpa" and in fp32
+for the prompt, and for each generated token (one query token over the
+contiguous KV cache) a decode kernel, which reads each K/V tile once for the
+GQA group. The same weights then run with attn_implementation="sdpa" and in fp32
 with "eager"; the script prints how far each bf16 run is from the fp32 logits
 and fails if attnc's logits are further off than SDPA's by more than a small
 margin, or agree with fp32's top-1 tokens less often than SDPA's (by more
