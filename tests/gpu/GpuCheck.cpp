@@ -167,8 +167,9 @@ std::vector<char> readBack(const CudaDriver *cu, CUdeviceptr p, size_t bytes) {
   return v;
 }
 
-/// The runtime's launch contract on two paged split-KV decode specs (merged in
-/// clusters on sm_90a, and through the merge kernel) and one prefill spec:
+/// The runtime's launch contract on three paged split-KV decode specs (merged in
+/// clusters on sm_90a, through the merge kernel, in one block), one over a
+/// contiguous cache (through the merge kernel) and one prefill spec:
 /// graph capture and replay, refused arguments, the checking mode. Prints one
 /// line per check; returns the number that failed.
 int launchContract(Gpu &g, std::mt19937_64 &rng) {
@@ -180,10 +181,12 @@ int launchContract(Gpu &g, std::mt19937_64 &rng) {
   };
   // The first decode spec's splits merge in clusters on sm_90a, the second's
   // (more than a cluster holds) always through the merge kernel and its
-  // workspace; the third's two splits run in one block on sm_90a.
+  // workspace; the third's two splits run in one block on sm_90a; the fourth
+  // reads a contiguous cache.
   for (const char *text : {"mode=decode,page_size=16,gqa=4,split_kv=3,mask=causal,return_lse=true",
                            "mode=decode,page_size=16,gqa=2,split_kv=20,dtype=f16",
                            "mode=decode,page_size=16,gqa=8,split_kv=2,return_lse=true",
+                           "mode=decode,page_size=0,gqa=4,split_kv=20,mask=causal",
                            "mask=causal,head_dim=64,page_size=16,gqa=2"}) {
     SpecResult parsed = parseSpec(std::string(text) + ",target=" + name(g.rt->target()));
     KernelLookup k = g.rt->kernel(*parsed.spec);

@@ -462,7 +462,7 @@ class TestPlanDerivesItsSpec(unittest.TestCase):
 
 class TestPlanChecksWhatItLaunches(unittest.TestCase):
     """attnc.plan through to the launch, with a stand-in runtime whose kernel needs
-    a 1 MiB workspace and records what it was launched with."""
+    a 1 MiB workspace (none when launched unsplit) and records what it was launched with."""
 
     NEED = 1 << 20
 
@@ -471,12 +471,14 @@ class TestPlanChecksWhatItLaunches(unittest.TestCase):
 
         def __init__(self):
             self.launched = []
+            self.splits = []
 
         def workspace_bytes(self, args):
-            return TestPlanChecksWhatItLaunches.NEED
+            return 0 if args.num_splits == 1 else TestPlanChecksWhatItLaunches.NEED
 
         def launch(self, args, stream=0):
             self.launched.append((args.workspace_bytes, stream))
+            self.splits.append(args.num_splits)
 
     class FakeRuntime:
         arch = "sm_90a"
@@ -510,6 +512,20 @@ class TestPlanChecksWhatItLaunches(unittest.TestCase):
             attnc.plan(*tensors, **args)
         self.assertIn(f"workspace holds 16 bytes; this call needs {self.NEED}", str(e.exception))
         self.assertEqual(self.kernel.launched, [])
+
+    def test_without_a_workspace_or_torch_the_launch_is_unsplit(self):
+        tensors, args = self.decode_args()
+        attnc.attention(*tensors, **args)
+        self.assertEqual(self.kernel.launched, [(0, 0)])
+        self.assertEqual(self.kernel.splits, [1])
+        # A split count the call fixes is kept: its workspace must be given.
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.plan(*tensors, split_kv=3, **args)
+        self.assertIn("workspace must be given", str(e.exception))
+        # A workspace given: attnc's split count (0), merged through it.
+        tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED,), "|u1"))
+        attnc.attention(*tensors, **args)
+        self.assertEqual(self.kernel.splits[-1], 0)
 
     def test_a_byte_workspace_passes_its_own_size(self):
         tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED + 64,), "|u1"))

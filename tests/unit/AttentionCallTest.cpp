@@ -102,6 +102,57 @@ TEST_CASE("a few query tokens over a contiguous cache take the decode kernels", 
   CHECK(spec.mode == Mode::Prefill);
 }
 
+TEST_CASE("attnc's decode choice yields to prefill tiles and to a tile_kv decode cannot hold",
+          "[attention]") {
+  AttentionShape s;
+  s.head_dim = 128;
+  s.num_q_heads = 32;
+  s.num_kv_heads = 8;
+  s.max_q_len = 2;
+  std::string error;
+  auto mode = [&](const AttentionShape &shape) {
+    const std::optional<Spec> spec = attentionSpec(shape, Target::SM90a, error);
+    INFO(error);
+    REQUIRE(spec);
+    return std::string(spec->mode == Mode::Decode ? "decode" : "prefill") + " " +
+           std::to_string(spec->tile_q) + "x" + std::to_string(spec->tile_kv);
+  };
+  CHECK(mode(s) == "decode 2x64");
+  AttentionShape tiled = s;
+  tiled.tile_q = 64; // prefill tiles asked for
+  CHECK(mode(tiled) == "prefill 64x64");
+  AttentionShape wide = s;
+  wide.tile_kv = 256; // three decode stages of 256 keys do not fit; one prefill stage does
+  CHECK(mode(wide) == "prefill 128x256");
+  wide.tile_kv = 128; // they do
+  CHECK(mode(wide) == "decode 2x128");
+  // Asked for decode, a tile_kv that does not fit is refused by name.
+  wide.tile_kv = 256;
+  wide.decode = true;
+  CHECK(!attentionSpec(wide, Target::SM90a, error));
+  CHECK(error.find("tile_kv = 256") != std::string::npos);
+  tiled.decode = true;
+  CHECK(mode(tiled) == "decode 2x64");
+}
+
+TEST_CASE("without a workspace, a decode launch whose splits attnc chooses runs unsplit",
+          "[attention]") {
+  AttentionCall c;
+  AttentionArgs a;
+  CHECK(unsplitWithoutWorkspace(c, 4096, a));
+  CHECK(a.num_splits == 1);
+  a = {};
+  CHECK(!unsplitWithoutWorkspace(c, 0, a)); // no workspace needed: attnc's count
+  CHECK(a.num_splits == 0);
+  c.workspace = 0x1000; // given: the splits merge through it
+  CHECK(!unsplitWithoutWorkspace(c, 4096, a));
+  CHECK(a.num_splits == 0);
+  c.workspace = 0;
+  c.split_kv = 3; // the call's own count: the launch refuses the missing workspace
+  CHECK(!unsplitWithoutWorkspace(c, 4096, a));
+  CHECK(a.num_splits == 0);
+}
+
 TEST_CASE("a long head_dim 64 prefill on sm_90a takes the warp-specialised 192 x 128 block",
           "[attention]") {
   auto specFor = [](int64_t maxQLen, bool causal, Target target = Target::SM90a) {

@@ -125,6 +125,7 @@ TEST_CASE("the launch's shared memory is what the kernel lays out, and what attn
         "mode=decode,page_size=16,gqa=8,tile_kv=128", "mode=decode,page_size=1,head_dim=64",
         "head_dim=128,stages=1", "head_dim=64,mask=causal,stages=1",
         "mode=decode,page_size=16,gqa=4,stages=2", "mode=decode,page_size=16,gqa=4,stages=4",
+        "mode=decode,gqa=4", "mode=decode,gqa=8,tile_q=4,head_dim=256",
         "head_dim=128,tile_q=128,tile_kv=128,mma=wgmma",
         "head_dim=64,tile_q=64,tile_kv=64,mma=wgmma,stages=1", "head_dim=128,mma=wgmma_ws",
         "head_dim=128,tile_kv=64,mma=wgmma_ws,mask=causal"}) {
@@ -451,6 +452,14 @@ TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spi
           compileWithoutSpills(text, arch);
           ++compiled;
         }
+  // A contiguous cache (page_size 0): the KVTile copy, sequences by cu_seqlens_k.
+  for (const char *arch : {"sm_80", "sm_90a"})
+    for (const char *shape : {"head_dim=128,gqa=4,tile_q=4,mask=causal,return_lse=true",
+                              "head_dim=64,gqa=8,dtype=f16,mask=sliding_window(100),split_kv=3",
+                              "head_dim=256,gqa=1,split_kv=1"}) {
+      compileWithoutSpills(std::string("mode=decode,page_size=0,target=") + arch + "," + shape, arch);
+      ++compiled;
+    }
   // The smallest K/V stages the merge's scratch reuses: one warp, two stages
   // of 16 keys (the scratch's static_assert must hold for them too).
   for (const char *arch : {"sm_80", "sm_90a"})
@@ -460,6 +469,25 @@ TEST_CASE("NVRTC compiles the decode spec matrix for sm_80 and sm_90a with 0 spi
       ++compiled;
     }
   std::printf("NVRTC: %d decode kernels compiled, 0 spills\n", compiled);
+}
+
+TEST_CASE("decode over a contiguous cache reads its sequences by cu_seqlens_k, with no table",
+          "[cuda]") {
+  for (const char *target : {"sm_80", "sm_90a"}) {
+    const std::string text = std::string("mode=decode,gqa=4,split_kv=2,target=") + target;
+    INFO(text);
+    CudaLaunchShape shape;
+    const std::string src = emit(text, shape);
+    CHECK(shape.decode);
+    CHECK(shape.pair_shared_bytes == 0); // the pair kernel needs PageRuns' pages
+    CHECK(src.find("KVCache<Elem, 0, Cfg::kHeadDim>") != std::string::npos);
+    CHECK(src.find("cu_seqlens_k") != std::string::npos);
+    CHECK(src.find("using Copy = KVTile<Cfg, Cfg::kTileKV>;") != std::string::npos);
+    CHECK(src.find("PageRuns") == std::string::npos);
+    CHECK(src.find("block_table") == std::string::npos);
+    CHECK(src.find("block table") == std::string::npos);
+    CHECK(src.find("_pair(") == std::string::npos);
+  }
 }
 
 TEST_CASE("an emitted kernel's first lines give back its spec and launch shape", "[cuda]") {

@@ -218,6 +218,30 @@ TEST_CASE("bad arguments are refused with a message naming the argument", "[laun
   c.num_splits = 2;
   CHECK(check(spec("gqa=4"), c) == "num_splits = 2: prefill kernels do not split the KV range");
   CHECK(check(spec("target=cpu,gqa=4"), pagedDecode()).find("target is cpu") != std::string::npos);
+
+  // Decode over a contiguous cache: the offsets as for prefill, the splits' workspace as
+  // for paged decode, and no table or page strides.
+  const Spec contiguous = spec("mode=decode,gqa=4,return_lse=true");
+  AttentionArgs d = pagedDecode();
+  d.seq_lens_k = d.block_table = 0;
+  d.num_pages = d.block_table_stride = 0;
+  d.num_splits = 1;
+  CHECK(check(contiguous, d) == "cu_seqlens_k is a null pointer (a contiguous KV cache needs it)");
+  d.cu_seqlens_k = 0x90000;
+  d.total_kv = 4000;
+  CHECK(check(contiguous, d) == "");
+  d.num_splits = 3;
+  CHECK(check(contiguous, d) == "workspace is a null pointer: 3 KV splits need " +
+                                    std::to_string(3 * 4 * 8 * 129 * 4) + " bytes");
+  d.workspace = 0xa0000;
+  d.workspace_bytes = workspaceBytes(contiguous, d, 3);
+  CHECK(check(contiguous, d) == "");
+  d.kv_token_stride = 1024;
+  CHECK(check(contiguous, d).rfind("kv_page_stride, kv_token_stride and kv_head_stride are for "
+                                   "paged caches", 0) == 0);
+  d.kv_token_stride = 0;
+  d.total_kv = 999;
+  CHECK(check(contiguous, d) == "max_kv_len = 1000 is more than total_kv = 999");
 }
 
 TEST_CASE("split_kv = auto fills the GPU in whole waves, keeps splits long enough and counts the merge",

@@ -78,13 +78,17 @@ struct AttentionShape {
   /// unset: decode (paged or contiguous cache) for 1..16 query tokens and max_q_len x gqa <= 128
   std::optional<bool> decode;
   std::optional<int64_t> split_kv; ///< decode: unset = auto
-  int64_t tile_q = 0, tile_kv = 0; ///< 0: the defaults (tile_q is prefill's)
+  /// 0: the defaults. tile_q is prefill's: a shape that gives it takes the
+  /// prefill kernels unless `decode` says otherwise.
+  int64_t tile_q = 0, tile_kv = 0;
 };
 
 /// The spec attention() launches for such tensors on `target`; nullopt with
 /// `error` naming the problem (a head count that is no GQA ratio, a field
 /// the spec rules refuse). It depends on max_q_len twice: decode kernels for
-/// a paged cache with few query tokens, and longPrefillTiles.
+/// 1..16 query tokens (max_q_len x gqa <= 128), paged or contiguous, unless
+/// the shape gives tile_q (prefill tiles) or a tile_kv the decode block
+/// cannot hold, or `decode` says otherwise; and longPrefillTiles.
 std::optional<Spec> attentionSpec(const AttentionShape &shape, Target target, std::string &error);
 
 /// Query rows from which attentionSpec gives a head_dim 64 prefill on
@@ -109,9 +113,17 @@ bool deriveAttention(const AttentionCall &call, Target target, Spec &spec, Atten
                      std::string &error);
 
 /// deriveAttention, then the kernel from `runtime` (bundle, cache or JIT),
-/// then the launch on `stream`. No allocation, no synchronisation; split-KV
-/// decode needs call.workspace (workspaceBytes says how much).
+/// then the launch on `stream`. No allocation, no synchronisation. Split-KV
+/// decode merges through call.workspace (attentionWorkspaceBytes says how
+/// much); without one, a decode launch whose split count attnc chooses runs
+/// unsplit instead (unsplitWithoutWorkspace), correct but slower where few
+/// sequences leave the GPU idle; a call that sets split_kv gets a refusal.
 bool attention(Runtime &runtime, const AttentionCall &call, CUstream stream, std::string &error);
+
+/// What attention() does to a launch whose splits need `need` bytes of
+/// workspace when the call gives none and leaves the split count to attnc:
+/// one split, which needs none (true); otherwise nothing (false).
+bool unsplitWithoutWorkspace(const AttentionCall &call, size_t need, AttentionArgs &args);
 
 /// Bytes of workspace the call needs (0 for most), or -1 with `error`.
 int64_t attentionWorkspaceBytes(Runtime &runtime, const AttentionCall &call, std::string &error);

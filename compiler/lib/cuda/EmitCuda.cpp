@@ -209,7 +209,7 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  static constexpr int kTableAhead = "
       << (decodeCopiesPageRuns(spec, threads) ? kDecodeTableAhead : 1)
       << (spec.isPaged() ? "; // attn-page-kv: block-table entries read this many tiles before their copy\n"
-                         : "; // (a contiguous cache has no block table to read ahead)\n");
+                         : "; // (a contiguous cache has no table to read ahead)\n");
   o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
 }
 } // namespace

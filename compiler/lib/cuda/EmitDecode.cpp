@@ -61,10 +61,16 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "};\n} // namespace\n\n"
     << "// attn-share-kv-heads: one block per KV head; its rows are the group's query heads.\n"
     << "// attn-split-kv: the kv_splits loop is the grid's x and the block's kPipes pipelines\n"
-    << "// (pipe_sync). Grid: x = split / kPipes, y = KV head, z = sequence. The runtime\n"
-    << "// launches blocks of two pipelines for two splits, where they would otherwise merge\n"
-    << "// in a cluster of two blocks, and for four as clusters of two such blocks, where\n"
-    << "// clusters of four would not all fit on the device at once.\n"
+    << "// (pipe_sync). Grid: x = split / kPipes, y = KV head, z = sequence.";
+  if (pairs)
+    o << " The runtime\n"
+      << "// launches blocks of two pipelines for two splits, where they would otherwise merge\n"
+      << "// in a cluster of two blocks, and for four as clusters of two such blocks, where\n"
+      << "// clusters of four would not all fit on the device at once.\n";
+  else
+    o << " This kernel's\n"
+      << "// blocks run one pipeline each (kPipes = 1).\n";
+  o
     << "template <int kPipes>\n"
     << "__device__ __forceinline__ void decode_block(const Params &p) {\n"
     << "  using Block = BlockCfg<kPipes>;\n"

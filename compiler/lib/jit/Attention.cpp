@@ -35,17 +35,23 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
                        : ",mask=none";
   // Decode kernels put a GQA group's heads for a few query tokens in one block
   // (each K/V tile read once for the group), over a paged or a contiguous cache.
-  const bool decode = s.decode.value_or(s.max_q_len >= 1 && s.max_q_len <= 16 &&
-                                        s.max_q_len * group <= 128);
-  if (decode) {
-    text += ",mode=decode,tile_q=" + std::to_string(std::max<int64_t>(1, s.max_q_len));
+  // attnc's choice leaves them to a call that sizes prefill tiles (tile_q), and
+  // to one whose tile_kv does not fit the decode block's stages.
+  const bool few = s.max_q_len >= 1 && s.max_q_len <= 16 && s.max_q_len * group <= 128;
+  const std::string kvTile = s.tile_kv ? ",tile_kv=" + std::to_string(s.tile_kv) : "";
+  auto decodeText = [&] {
+    std::string t = text + ",mode=decode,tile_q=" + std::to_string(std::max<int64_t>(1, s.max_q_len));
     if (s.split_kv)
-      text += ",split_kv=" + std::to_string(*s.split_kv);
-  } else if (s.tile_q) {
-    text += ",tile_q=" + std::to_string(s.tile_q);
-  }
-  if (s.tile_kv)
-    text += ",tile_kv=" + std::to_string(s.tile_kv);
+      t += ",split_kv=" + std::to_string(*s.split_kv);
+    return t + kvTile;
+  };
+  bool decode = s.decode.value_or(few && !s.tile_q);
+  if (!s.decode && decode && s.tile_kv != 0 && !parseSpec(decodeText()))
+    decode = false;
+  if (decode)
+    text = decodeText();
+  else
+    text += (s.tile_q ? ",tile_q=" + std::to_string(s.tile_q) : "") + kvTile;
   SpecResult parsed = parseSpec(text);
   if (!parsed) {
     error = "the tensors imply " + parsed.error->message();
@@ -165,6 +171,13 @@ int64_t attentionWorkspaceBytes(Runtime &runtime, const AttentionCall &call, std
   return static_cast<int64_t>(k.kernel->workspaceBytes(args));
 }
 
+bool unsplitWithoutWorkspace(const AttentionCall &call, size_t need, AttentionArgs &args) {
+  if (need == 0 || call.workspace || call.split_kv || args.num_splits > 0)
+    return false;
+  args.num_splits = 1;
+  return true;
+}
+
 bool attention(Runtime &runtime, const AttentionCall &call, CUstream stream, std::string &error) {
   Spec spec;
   AttentionArgs args;
@@ -175,6 +188,8 @@ bool attention(Runtime &runtime, const AttentionCall &call, CUstream stream, std
     error = k.error;
     return false;
   }
+  if (k.kernel->checkSizes(args).empty())
+    unsplitWithoutWorkspace(call, k.kernel->workspaceBytes(args), args);
   return k.kernel->launch(args, stream, error);
 }
 

@@ -235,7 +235,8 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     sm_9x takes sm_90a, any other sm_80), by the C++ library's rules: decode
     kernels, over a paged (page_size > 0) or a contiguous cache, for 1 to 16 query
     tokens (max_q_len) and max_q_len * (num_q_heads / num_kv_heads) <= 128, unless
-    `decode` says. Needs no GPU: e.g. to list the specs
+    `decode` says, tile_q is given (prefill tiles) or tile_kv does not fit the decode
+    block. Needs no GPU: e.g. to list the specs
     a model will need for `attnc aot`."""
     if dtype not in ("bf16", "f16"):
         raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
@@ -674,7 +675,9 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     128 query rows per block: max_seqlen_q x the GQA group), else the prefill
     kernels. out, lse and workspace may be given (else they are allocated
     here; a workspace is needed by split-KV decode that merges through global
-    memory: Kernel.workspace_bytes, and a given one must hold that many bytes).
+    memory: Kernel.workspace_bytes, and a given one must hold that many bytes;
+    where nothing can allocate it, q not being a torch tensor, a decode launch
+    whose split count attnc chooses runs unsplit instead).
     stream: a CUDA stream handle (int) or a torch.cuda.Stream; by default
     torch's current stream on q's device. check_arguments=True runs the
     checking mode (reads the offsets and the block table back) before
@@ -817,6 +820,11 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
             raise AttncError(f"lse has shape {lv.shape}, expected {(total_q, hq)}")
         a.lse = lv.ptr
     need = kernel.workspace_bytes(a)
+    if need and workspace is None and torch is None and split_kv is None:
+        # Nothing to allocate it with: the splits that need none (one), as
+        # attn::attention does without a workspace.
+        a.num_splits = 1
+        need = kernel.workspace_bytes(a)
     if need:
         if workspace is None:
             workspace = alloc((need,), "u8", "workspace")
