@@ -80,6 +80,19 @@ def experiment_start(doc):
                          "(torch.cuda.is_available() is False)")
 
 
+def experiment_rounds(default=3):
+    """The rounds per row of a script of bench/experiments/ from $REPEAT (default
+    `default`), into REPEAT, which timed_rounds reads; a count below 1 stops the script."""
+    global REPEAT
+    text = os.environ.get("REPEAT", str(default))
+    try:
+        REPEAT = int(text)
+    except ValueError:
+        REPEAT = 0
+    if REPEAT < 1:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: REPEAT={text!r}: expected a count >= 1")
+
+
 ANCHORS = ("flash", "cudnn", "flex")
 ROW_KINDS = ("prefill", "decode", "memory")  # --rows
 # Each series' legend name and colour, the same in both panels of the chart.

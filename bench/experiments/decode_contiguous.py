@@ -15,12 +15,7 @@ import bench
 bench.experiment_start(__doc__)
 import attnc  # noqa: E402
 from bench import F, SDPBackend  # noqa: E402
-try:
-    bench.REPEAT = int(os.environ.get("REPEAT", "3"))
-except ValueError:
-    bench.REPEAT = 0
-if bench.REPEAT < 1:
-    raise SystemExit(f"decode_contiguous.py: REPEAT={os.environ['REPEAT']!r}: expected a count >= 1")
+bench.experiment_rounds()
 
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
                       (128, 32, 8, 4096), (8, 64, 8, 32768)):

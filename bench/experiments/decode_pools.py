@@ -18,12 +18,7 @@ import bench
 bench.experiment_start(__doc__)
 import serving  # noqa: E402
 from bench import torch, F, SDPBackend  # noqa: E402
-try:
-    bench.REPEAT = int(os.environ.get("REPEAT", "3"))
-except ValueError:
-    bench.REPEAT = 0
-if bench.REPEAT < 1:
-    raise SystemExit(f"decode_pools.py: REPEAT={os.environ['REPEAT']!r}: expected a count >= 1")
+bench.experiment_rounds()
 
 
 def laid_out(d, perm, slots, layout):
