@@ -518,6 +518,8 @@ class TestPlanChecksWhatItLaunches(unittest.TestCase):
         attnc.attention(*tensors, **args)
         self.assertEqual(self.kernel.launched, [(0, 0)])
         self.assertEqual(self.kernel.splits, [1])
+        attnc.attention(*tensors, split_kv="auto", **args)  # attnc's choice, named
+        self.assertEqual(self.kernel.splits, [1, 1])
         # A split count the call fixes is kept: its workspace must be given.
         with self.assertRaises(attnc.AttncError) as e:
             attnc.plan(*tensors, split_kv=3, **args)

@@ -133,6 +133,14 @@ TEST_CASE("attnc's decode choice yields to prefill tiles and to a tile_kv decode
   CHECK(error.find("tile_kv = 256") != std::string::npos);
   tiled.decode = true;
   CHECK(mode(tiled) == "decode 2x64");
+  // A tile_kv that neither block holds: the error names both refusals.
+  AttentionShape neither = s;
+  neither.head_dim = 256;
+  neither.tile_kv = 256;
+  CHECK(!attentionSpec(neither, Target::SM90a, error));
+  CHECK(error.rfind("the tensors imply decode kernels, but invalid spec: tile_kv = 256", 0) == 0);
+  CHECK(error.find("; nor do the prefill kernels take it: invalid spec: tile_kv = 256") !=
+        std::string::npos);
 }
 
 TEST_CASE("without a workspace, a decode launch whose splits attnc chooses runs unsplit",

@@ -117,9 +117,10 @@ ATTNC_API attnc_status attnc_spec_canonical(const char *spec, char *out, size_t 
 /** The canonical spec of the kernel that attention over such tensors takes
  *  on `target` ("sm_90a", "sm_80", or a GPU's architecture as
  *  attnc_runtime_arch gives it: sm_9x takes sm_90a, any other from sm_80
- *  sm_80): the same rules as the C++ attn::attention (decode kernels, over
+ *  takes sm_80): the same rules as the C++ attn::attention (decode kernels, over
  *  a paged or a contiguous cache, for 1..16 query tokens and max_q_len x gqa <= 128,
- *  unless call->decode says; on sm_90a
+ *  unless call->decode says, or the call gives tile_q (prefill tiles) or a tile_kv
+ *  the decode block cannot hold; decode = 1 takes tile_q = max_q_len; on sm_90a
  *  a head_dim 64 prefill from 4096 query rows, with no mask or a causal one,
  *  takes 192 x 128 tiles in the warp-specialised block: see
  *  attn::longPrefillTiles). Needs no GPU. Added in ABI version 2. */

@@ -46,15 +46,23 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
     return t + kvTile;
   };
   bool decode = s.decode.value_or(few && !s.tile_q);
-  if (!s.decode && decode && s.tile_kv != 0 && !parseSpec(decodeText()))
-    decode = false;
+  std::string decodeRefused; // why the decode kernels were left, when they were
+  if (!s.decode && decode && s.tile_kv != 0)
+    if (SpecResult tried = parseSpec(decodeText()); !tried) {
+      decode = false;
+      decodeRefused = tried.error->message();
+    }
   if (decode)
     text = decodeText();
   else
     text += (s.tile_q ? ",tile_q=" + std::to_string(s.tile_q) : "") + kvTile;
   SpecResult parsed = parseSpec(text);
   if (!parsed) {
-    error = "the tensors imply " + parsed.error->message();
+    error = "the tensors imply " +
+            (decodeRefused.empty() ? parsed.error->message()
+                                   : "decode kernels, but " + decodeRefused +
+                                         "; nor do the prefill kernels take it: " +
+                                         parsed.error->message());
     return std::nullopt;
   }
   if (!decode && !s.tile_q && !s.tile_kv && longPrefillTiles(*parsed.spec, s.max_q_len)) {

@@ -232,11 +232,12 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
              tile_kv=None):
     """The canonical spec of the kernel attention() takes for tensors like these on
     `target` ('sm_90a', 'sm_80', or a GPU's architecture such as Runtime().arch:
-    sm_9x takes sm_90a, any other sm_80), by the C++ library's rules: decode
+    sm_9x takes sm_90a, any other from sm_80 takes sm_80), by the C++ library's rules: decode
     kernels, over a paged (page_size > 0) or a contiguous cache, for 1 to 16 query
     tokens (max_q_len) and max_q_len * (num_q_heads / num_kv_heads) <= 128, unless
     `decode` says, tile_q is given (prefill tiles) or tile_kv does not fit the decode
-    block. Needs no GPU: e.g. to list the specs
+    block (decode=True takes them with tile_q = max_q_len, whatever tile_q says).
+    Needs no GPU: e.g. to list the specs
     a model will need for `attnc aot`."""
     if dtype not in ("bf16", "f16"):
         raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
@@ -672,8 +673,9 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     head, k and v halves of one tensor), k and v with the same strides. decode=None
     takes the decode kernels (the GQA group's heads in one block, split-KV)
     over a paged or a contiguous cache whose sequences have at most 16 query tokens (and at most
-    128 query rows per block: max_seqlen_q x the GQA group), else the prefill
-    kernels. out, lse and workspace may be given (else they are allocated
+    128 query rows per block: max_seqlen_q x the GQA group), unless tile_q is given (prefill
+    tiles) or tile_kv does not fit the decode block; else the prefill kernels (spec_for
+    says which a call takes). out, lse and workspace may be given (else they are allocated
     here; a workspace is needed by split-KV decode that merges through global
     memory: Kernel.workspace_bytes, and a given one must hold that many bytes;
     where nothing can allocate it, q not being a torch tensor, a decode launch
@@ -820,7 +822,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
             raise AttncError(f"lse has shape {lv.shape}, expected {(total_q, hq)}")
         a.lse = lv.ptr
     need = kernel.workspace_bytes(a)
-    if need and workspace is None and torch is None and split_kv is None:
+    if need and workspace is None and torch is None and split_kv in (None, "auto"):
         # Nothing to allocate it with: the splits that need none (one), as
         # attn::attention does without a workspace.
         a.num_splits = 1
