@@ -138,6 +138,13 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   const int64_t sb = scoreBytes(spec);
   const std::string st = scoreType(spec);
   const int64_t rows = t * g; // a block's (a split's) query rows: tokens x the group
+  // A GPU decode block takes its rows 16 at a time, one pass over its keys
+  // each; the CPU kernel holds them all in one pass.
+  const int64_t passes = spec.isGPU() ? (rows + 15) / 16 : 1;
+  const std::string reads =
+      passes == 1 ? "once for the group "
+                  : std::to_string(passes) + " times for the group (the block takes its " +
+                        std::to_string(rows) + " query rows 16 at a time, one pass over the keys each) ";
   // "q (d)" for one token, "q (t d)" with t = 3 tokens.
   const std::string tt = t == 1 ? "" : "t ", gd = t == 1 ? "gd" : "t g d", gN = t == 1 ? "gN" : "t g N";
   llvm::outs() << "spec " << spec.str() << "\n\n"
@@ -147,8 +154,9 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                << " scores:\n"
                << "  textbook HBM:  per query head: read q (" << tt << "d) + read K and V (2Nd) + write S, "
                   "read S, write P, read P (4 " << tt << "N " << st << ") + write o (" << tt << "d)\n"
-               << "  kernel HBM:    read the group's queries (" << gd << ") + read K and V once for the group "
-               << (spec.mask.kind == MaskKind::None ? "(2Nd)" : "(2Kd, K the keys of the tiles the mask leaves)")
+               << "  kernel HBM:    read the group's queries (" << gd << ") + read K and V " << reads
+               << (spec.mask.kind == MaskKind::None ? "(2Nd" : "(2Kd, K the keys of the tiles the mask leaves")
+               << (passes == 1 ? ")" : " each)")
                << " + write O (" << gd << ")"
                << (s > 1 ? " + write and read the splits' partial states (2 s " + tt + "g (d + 1) " + st + ")" : "")
                << "\n"
@@ -184,7 +192,7 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                                "ratio", "textbook scratch", "kernel scratch");
   for (int64_t n : lengths) {
     const double tbHBM = g * (2.0 * t * d * b + 2.0 * n * d * b + 4.0 * t * n * sb);
-    const double kHBM = 2.0 * rows * d * b + 2.0 * keysRead(spec, t, t, n) * d * b +
+    const double kHBM = 2.0 * rows * d * b + 2.0 * passes * keysRead(spec, t, t, n) * d * b +
                         (s > 1 ? 2.0 * s * rows * (d + 1) * sb : 0);
     const double perSplit = spec.isGPU() ? double(sharedMemoryBytes(spec))
                                          : double(rows + 2 * spec.tile_kv) * d * b +
@@ -195,9 +203,10 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   }
   llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
                   "g (1 + "
-               << 2 * t * sb << " / (d b)) with b = " << b
-               << " bytes per element, the group's one read of K and V plus the textbook's score "
-                  "traffic"
+               << 2 * t * sb << " / (d b))" << (passes == 1 ? "" : " / " + std::to_string(passes))
+               << " with b = " << b << " bytes per element, the group's "
+               << (passes == 1 ? std::string("one read") : std::to_string(passes) + " reads")
+               << " of K and V plus the textbook's score traffic"
                << (spec.mask.kind == MaskKind::SlidingWindow
                        ? "; with a sliding window the kernel reads only the window's tiles, so "
                          "here the ratio grows with N"
