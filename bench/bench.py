@@ -295,21 +295,34 @@ def decode_plan(d, kc, vc, table, label):
     return p, err
 
 
+def decode_rates(d, fns):
+    """The series of `fns` (name -> (callable, None)), each already checked against SDPA,
+    and SDPA cuDNN on decode_inputs' row `d` contiguous, timed in interleaved rounds
+    (bench/experiments/): {series: (GB/s of K + V, ratio to cuDNN)}, cuDNN's last."""
+    q, k, v = d["q"], d["k"], d["v"]
+    fns = dict(fns, cudnn=(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                           SDPBackend.CUDNN_ATTENTION))
+    t, _ = timed_rounds(fns)
+    nbytes = 2 * k.numel() * k.element_size()
+    return {name: (nbytes / ms / 1e6, t["cudnn"] / ms) for name, ms in t.items()}
+
+
+def rates_line(d, rates, note=None):
+    """One printed line of decode_rates' `rates` for row `d`: each series' GB/s of K + V
+    and its ratio to cuDNN's, then note(series) where it gives one."""
+    return "B %3d kv %5d  %s" % (d["b"], d["n"], "  ".join(
+        "%s %.1f (x%.3f)%s" % (s, gbs, x, (note(s) if note else "") or "")
+        for s, (gbs, x) in rates.items()))
+
+
 def decode_table_rates(d, caches):
     """attnc on decode_inputs' row `d` through each paged cache of `caches` (name -> (K, V,
-    table)), every output checked against SDPA first, and SDPA cuDNN on the same K/V
-    contiguous, timed in interleaved rounds (bench/experiments/): {series: (GB/s of K + V,
-    ratio to cuDNN)}, cuDNN's last."""
+    table)), every output checked against SDPA first, then decode_rates."""
     fns = {}
     for name, (kc, vc, table) in caches.items():
         p, _ = decode_plan(d, kc, vc, table, name)
         fns[name] = (p.run, None)
-    q, k, v = d["q"], d["k"], d["v"]
-    fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-                    SDPBackend.CUDNN_ATTENTION)
-    t, _ = timed_rounds(fns)
-    nbytes = 2 * k.numel() * k.element_size()
-    return {name: (nbytes / ms / 1e6, t["cudnn"] / ms) for name, ms in t.items()}
+    return decode_rates(d, fns)
 
 
 def decode_rows(quick):

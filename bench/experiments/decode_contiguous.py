@@ -14,7 +14,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench
 bench.experiment_start(__doc__)
 import attnc  # noqa: E402
-from bench import F, SDPBackend  # noqa: E402
 bench.experiment_rounds()
 
 for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
@@ -36,13 +35,6 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
     p, _ = bench.decode_plan(d, d["ko"], d["vo"], d["in_order"], "paged in order")
     fns["paged_in_order"] = (p.run, None)
     keep.append(p)
-    q, k, v = d["q"], d["k"], d["v"]
-    fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-                    SDPBackend.CUDNN_ATTENTION)
-    t, _ = bench.timed_rounds(fns)
-    nbytes = 2 * k.numel() * k.element_size()
-    print("B %3d kv %5d  %s" % (b, n, "  ".join(
-        "%s %.1f (x%.3f)" % (s, nbytes / ms / 1e6, t["cudnn"] / ms) for s, ms in t.items())),
-        flush=True)
+    print(bench.rates_line(d, bench.decode_rates(d, fns)), flush=True)
     print("   " + "  ".join(f"{s}: {spec}" for s, spec in specs.items()), flush=True)
     del d, keep, fns, kc, vc

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench
 bench.experiment_start(__doc__)
 import serving  # noqa: E402
-from bench import torch, F, SDPBackend  # noqa: E402
+from bench import torch  # noqa: E402
 bench.experiment_rounds()
 
 
@@ -58,12 +58,5 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384),
             p, _ = bench.decode_plan(d, kc, vc, table, name)
             fns[name] = (p.run, None)
             keep.append((kc, vc, table, p))
-    q, k, v = d["q"], d["k"], d["v"]
-    fns["cudnn"] = (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-                    SDPBackend.CUDNN_ATTENTION)
-    t, _ = bench.timed_rounds(fns)
-    nbytes = 2 * k.numel() * k.element_size()
-    print("B %3d kv %5d  %s" % (b, n, "  ".join(
-        "%s %.1f (x%.3f)" % (s, nbytes / ms / 1e6, t["cudnn"] / ms) for s, ms in t.items())),
-        flush=True)
+    print(bench.rates_line(d, bench.decode_rates(d, fns)), flush=True)
     del d, keep, fns

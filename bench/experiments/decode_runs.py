@@ -27,7 +27,5 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
     tables["win2MiB"] = bench.permuted_cache(d, bench.window_shuffle(b * pps, gen).to("cuda"))
     tables["in_order"] = (ko, vo, d["in_order"])
     rates = bench.decode_table_rates(d, tables)
-    # GB/s of K + V per series, and its ratio to cuDNN's
-    print("B %3d kv %5d  %s" % (b, n, "  ".join("%s %.1f (x%.3f)" % (s, gbs, x)
-                                                 for s, (gbs, x) in rates.items())))
+    print(bench.rates_line(d, rates), flush=True)
     del d, tables

@@ -27,7 +27,6 @@ for b, hq, hkv, n in ((64, 32, 8, 1024), (64, 32, 8, 4096), (16, 32, 8, 16384), 
             locality[key] = serving.pages_per_window(rows)
     rates = bench.decode_table_rates(d, caches)
     # GB/s of K + V per series, its ratio to cuDNN's, and [pages per window]
-    print("B %3d kv %5d  %s" % (b, n, "  ".join(
-        "%s %.1f (x%.3f)%s" % (s, gbs, x, " [%.1f]" % locality[s] if s in locality else "")
-        for s, (gbs, x) in rates.items())), flush=True)
+    print(bench.rates_line(d, rates, lambda s: " [%.1f]" % locality[s] if s in locality else ""),
+          flush=True)
     del d, caches
