@@ -175,7 +175,7 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
     << "  using Elem = " << elem << ";\n"
     << "  static constexpr int kHeadDim = " << spec.head_dim << ";\n"
     << "  static constexpr int kTileQ = " << tileQ
-    << (decode ? ";   // rows per pass of a block over its keys: of its group's heads x query tokens\n"
+    << (decode ? ";   // rows per pass of a block over its keys, of the group's heads x query tokens\n"
                : ";   // query rows per thread block\n")
     << "  static constexpr int kTileKV = " << spec.tile_kv
     << (decode ? ";  // keys per KV tile, 16 per warp\n" : ";  // keys per KV tile\n")

@@ -107,18 +107,13 @@ void printDecode(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
       << "    copy.copy_kv(smem_k(stage), smem_v(stage), kv, j * Cfg::kTileKV, read);\n"
       << "  };\n";
-  else if (plan.paged)
-    o << "  // attn-page-kv: the K and V rows of tile j, found through the block table\n"
-      << "  // (KVCache::slot) once for both, from the table entries `read` holds.\n"
-      << "  using Copy = KVTile<Cfg, Cfg::kTileKV>;\n"
-      << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
-      << "    const Copy rows(kv, j * Cfg::kTileKV, read);\n"
-      << "    rows.copy_kv(smem_k(stage), smem_v(stage), kv, kv_head);\n"
-      << "  };\n";
   else
-    o << "  // The K and V rows of tile j in a contiguous cache: token t's row at t times\n"
-      << "  // the token stride (KVCache::slot is t itself), once for both; `read` holds\n"
-      << "  // each row's token (a contiguous cache has no table to read).\n"
+    o << (plan.paged
+              ? "  // attn-page-kv: the K and V rows of tile j, found through the block table\n"
+                "  // (KVCache::slot) once for both, from the table entries `read` holds.\n"
+              : "  // The K and V rows of tile j in a contiguous cache: token t's row at t times\n"
+                "  // the token stride (KVCache::slot is t itself), once for both; `read` holds\n"
+                "  // each row's token (a contiguous cache has no table to read).\n")
       << "  using Copy = KVTile<Cfg, Cfg::kTileKV>;\n"
       << "  auto load_kv = [&](int j, int stage, const Copy::Lookups &read) {\n"
       << "    const Copy rows(kv, j * Cfg::kTileKV, read);\n"
