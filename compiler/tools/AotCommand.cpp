@@ -298,14 +298,15 @@ int verify(const std::string &dir) {
         problem(where, "the kernel of line " + std::to_string(at) + " again");
     seen.push_back({m.arch + " " + m.spec, number});
     // A cubin (a file in cubins/, and bundle.cpp's array of the same bytes) against the manifest.
+    // True when the file matches the manifest (into `cubin`).
     auto check = [&](const std::string &file, long long size, const std::string &sum,
-                     const std::string &array) {
-      std::vector<unsigned char> cubin;
-      if (!readManifestCubin(dir, file, size, sum, cubin, why))
+                     const std::string &array, std::vector<unsigned char> &cubin) {
+      bool read = readManifestCubin(dir, file, size, sum, cubin, why);
+      if (!read)
         problem(where, why);
       std::vector<char> embedded;
       if (!linkable)
-        return;
+        return read;
       if (!embeddedArray(source, array, embedded))
         problem(where, "bundle.cpp has no array " + array);
       else if (static_cast<long long>(embedded.size()) != size ||
@@ -314,12 +315,18 @@ int verify(const std::string &dir) {
                            std::to_string(embedded.size()) + " bytes, checksum " +
                            fnv1aHex(embedded.data(), embedded.size()) + "; the manifest says " +
                            std::to_string(size) + " bytes, " + sum + ")");
+      return read;
     };
-    check(m.cubin, m.bytes, m.fnv1a, "cubin" + index);
+    std::vector<unsigned char> cubin, pairCubin;
+    bool read = check(m.cubin, m.bytes, m.fnv1a, "cubin" + index, cubin);
     // A decode kernel with a pair kernel: its module's file, size and checksum.
     const bool listsPair = !m.pair_cubin.empty();
     if (listsPair)
-      check(m.pair_cubin, m.pair_bytes, m.pair_fnv1a, "pair_cubin" + index);
+      read = check(m.pair_cubin, m.pair_bytes, m.pair_fnv1a, "pair_cubin" + index, pairCubin) &&
+             read;
+    // The cubins define the kernels the line's spec names (the loader looks them up by name).
+    if (read && !(why = checkCubinKernels(m, cubin, pairCubin)).empty())
+      problem(where, why);
     if (!linkable)
       continue;
     // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.

@@ -163,8 +163,9 @@ static cl::opt<bool> aotSkipBad("skip-bad",
                                 cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<std::string> aotVerify("verify",
                                       cl::desc("Check a bundle folder: its manifest's lines pass "
-                                               "the loader's checks, every cubin is there and "
-                                               "intact, and bundle.cpp (if there is one) embeds "
+                                               "the loader's checks, every cubin is there, "
+                                               "intact and defines the kernels its spec "
+                                               "names, and bundle.cpp (if there is one) embeds "
                                                "them with the manifest's launch shapes"),
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));

@@ -256,6 +256,38 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
   return true;
 }
 
+namespace {
+/// Whether `bytes` holds `name` as a whole NUL-terminated string, as an ELF
+/// string table holds a symbol's name.
+bool holdsName(const std::vector<unsigned char> &bytes, const std::string &name) {
+  std::string needle(1, '\0');
+  needle += name;
+  needle += '\0';
+  return std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end()) != bytes.end();
+}
+} // namespace
+
+std::string checkCubinKernels(const ManifestLine &m, const std::vector<unsigned char> &cubin,
+                              const std::vector<unsigned char> &pairCubin) {
+  SpecResult spec = parseSpec(m.spec);
+  if (!spec)
+    return spec.error->message();
+  const std::string symbol = spec.spec->symbol();
+  const bool decode = spec.spec->mode == Mode::Decode;
+  auto missing = [&](const std::string &file, const std::string &kernel) {
+    return file + " does not define the kernel " + kernel +
+           " that the line's spec names (a spec edited after the cubin was built? rebuild the "
+           "bundle with `attnc aot`)";
+  };
+  if (!holdsName(cubin, symbol))
+    return missing(m.cubin, symbol);
+  if (decode && !holdsName(cubin, symbol + "_merge"))
+    return missing(m.cubin, symbol + "_merge");
+  if (!m.pair_cubin.empty() && !holdsName(pairCubin, symbol + "_pair"))
+    return missing(m.pair_cubin, symbol + "_pair");
+  return "";
+}
+
 bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error) {
   out = LoadedBundle();
   if (dir.empty()) {
@@ -321,7 +353,9 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
     if (!readManifestCubin(dir, m.cubin, m.bytes, m.fnv1a, storage->cubins.back(), why) ||
         (!m.pair_cubin.empty() && !readManifestCubin(dir, m.pair_cubin, m.pair_bytes,
                                                      m.pair_fnv1a, storage->pairCubins.back(),
-                                                     why))) {
+                                                     why)) ||
+        !(why = checkCubinKernels(m, storage->cubins.back(), storage->pairCubins.back()))
+             .empty()) {
       error = where + why;
       return false;
     }

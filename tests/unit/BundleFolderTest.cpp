@@ -1,7 +1,9 @@
 //===- BundleFolderTest.cpp - AOT bundle folders loaded at run time ---------===//
 //
 // A folder as `attnc aot` writes it (manifest.txt, cubins/), with made-up
-// cubin bytes: loading checks sizes and checksums, not what the bytes are.
+// cubin bytes: loading checks their sizes and checksums, and that they hold
+// the names of the kernels their specs name (as an ELF string table does),
+// not that they are cubins.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +32,19 @@ std::string canonical(const std::string &text) { return attn::parseSpec(text).sp
 
 const std::string kPrefill = "mode=prefill,head_dim=64,target=sm_90a";
 const std::string kDecode = "mode=decode,head_dim=64,page_size=16,gqa=2,target=sm_90a";
+
+/// Made-up cubins: some bytes, then the names of the kernels they define.
+std::string fakeCubin(const std::string &text, std::initializer_list<std::string> kernels) {
+  std::string bytes = text;
+  for (const std::string &kernel : kernels)
+    bytes += std::string(1, '\0') + kernel + std::string(1, '\0');
+  return bytes;
+}
+std::string symbol(const std::string &spec) { return attn::parseSpec(spec).spec->symbol(); }
+const std::string kPrefillCubin = fakeCubin("prefill", {symbol(kPrefill)});
+const std::string kDecodeCubin =
+    fakeCubin("decode", {symbol(kDecode), symbol(kDecode) + "_merge"});
+const std::string kPairCubin = fakeCubin("pair", {symbol(kDecode) + "_pair"});
 
 void write(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -78,7 +95,7 @@ std::string makeFolder(const std::string &name,
   const std::string dir = tmpl;
   folders.dirs.push_back(dir);
   REQUIRE(mkdir((dir + "/cubins").c_str(), 0755) == 0);
-  const std::string a = "prefill-cubin-bytes", b = "decode-cubin", p = "pair";
+  const std::string &a = kPrefillCubin, &b = kDecodeCubin, &p = kPairCubin;
   write(dir + "/cubins/a.cubin", a);
   write(dir + "/cubins/b.cubin", b);
   write(dir + "/cubins/b_pair.cubin", p);
@@ -118,6 +135,28 @@ void editManifest(const std::string &dir, const std::string &from, const std::st
   const size_t at = text.find(from);
   REQUIRE(at != std::string::npos);
   write(dir + "/manifest.txt", text.replace(at, from.size(), to));
+}
+
+/// Writes `bytes` as the cubin `file` of `dir` and makes its manifest line
+/// agree (the size and checksum).
+void replaceCubin(const std::string &dir, const std::string &file, const std::string &bytes) {
+  std::istringstream lines(read(dir + "/manifest.txt"));
+  std::string line, text;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    attn::ManifestLine m;
+    if (number > 2 && attn::parseManifestLine(line, attn::kManifestFormat, m)) {
+      const long long size = static_cast<long long>(bytes.size());
+      const std::string sum = attn::fnv1aHex(bytes.data(), bytes.size());
+      if (m.cubin == file)
+        m.bytes = size, m.fnv1a = sum;
+      if (m.pair_cubin == file)
+        m.pair_bytes = size, m.pair_fnv1a = sum;
+      line = attn::formatManifestLine(m);
+    }
+    text += line + "\n";
+  }
+  write(dir + "/" + file, bytes);
+  write(dir + "/manifest.txt", text);
 }
 
 /// Loads `dir`, which must fail; its error.
@@ -167,8 +206,7 @@ TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "
   CHECK_FALSE(loaded.again);
   const attn::BundleEntry *p = attn::findBundledKernel(canonical(kPrefill), "sm_90a");
   REQUIRE(p);
-  CHECK(std::string(reinterpret_cast<const char *>(p->cubin), p->cubin_size) ==
-        "prefill-cubin-bytes");
+  CHECK(std::string(reinterpret_cast<const char *>(p->cubin), p->cubin_size) == kPrefillCubin);
   CHECK(p->threads == 384);
   CHECK(p->shared_bytes == 99328);
   CHECK(p->pair_cubin == nullptr);
@@ -178,7 +216,8 @@ TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "
   CHECK(d->cluster_merge == 1);
   CHECK(d->pair_shared_bytes == 100352);
   REQUIRE(d->pair_cubin);
-  CHECK(std::string(reinterpret_cast<const char *>(d->pair_cubin), d->pair_cubin_size) == "pair");
+  CHECK(std::string(reinterpret_cast<const char *>(d->pair_cubin), d->pair_cubin_size) ==
+        kPairCubin);
   CHECK(attn::findBundledKernel(canonical(kDecode), "sm_80") == nullptr);
   const size_t registered = attn::bundledKernels().size();
 
@@ -220,15 +259,19 @@ TEST_CASE("a missing or corrupted cubin is named with its manifest line, and not
   std::string why = refusal(dir);
   CHECK(why.find("manifest.txt:4: cubins/b_pair.cubin is corrupted (4 bytes, checksum ") !=
         std::string::npos);
-  CHECK(why.find("; the manifest says 4 bytes, ") != std::string::npos);
+  CHECK(why.find("; the manifest says " + std::to_string(kPairCubin.size()) + " bytes, ") !=
+        std::string::npos);
   dir = makeFolder("shortened");
   write(dir + "/cubins/a.cubin", "prefill");
   CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is corrupted (7 bytes") !=
         std::string::npos);
   // A size no file has: read as far as the file goes, not allocated.
   dir = makeFolder("huge");
-  editManifest(dir, " 19 ", " 1000000000000000 ");
-  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is corrupted (19 bytes, checksum ") !=
+  editManifest(dir, " " + std::to_string(kPrefillCubin.size()) + " " +
+                       attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()),
+               " 1000000000000000 " + attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()));
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is corrupted (" +
+                          std::to_string(kPrefillCubin.size()) + " bytes, checksum ") !=
         std::string::npos);
   dir = makeFolder("missing");
   std::remove((dir + "/cubins/b.cubin").c_str());
@@ -236,6 +279,31 @@ TEST_CASE("a missing or corrupted cubin is named with its manifest line, and not
   // The prefill kernel of the folder above was fine: it is not registered either.
   CHECK(attn::bundledKernels().size() == before);
   for (const char *name : {"corrupted", "shortened", "huge", "missing"})
+    CHECK_FALSE(registered(name));
+}
+
+TEST_CASE("a cubin that does not define the kernels its line's spec names is refused",
+          "[bundle-folder]") {
+  const size_t before = attn::bundledKernels().size();
+  // The spec edited after the cubins were built: its kernels have other names.
+  std::string dir = makeFolder("edited");
+  editManifest(dir, "mode=prefill,head_dim=64,dtype=bf16", "mode=prefill,head_dim=64,dtype=f16");
+  std::string why = refusal(dir);
+  CHECK(why.find("manifest.txt:3: cubins/a.cubin does not define the kernel " +
+                 symbol(kPrefill + ",dtype=f16") + " that the line's spec names") !=
+        std::string::npos);
+  // Each kernel of a decode spec: the main one and its merge in its cubin, its pair in its own.
+  const std::string decode = symbol(kDecode);
+  dir = makeFolder("no-merge");
+  replaceCubin(dir, "cubins/b.cubin", fakeCubin("decode", {decode}));
+  CHECK(refusal(dir).find("manifest.txt:4: cubins/b.cubin does not define the kernel " + decode +
+                          "_merge") != std::string::npos);
+  dir = makeFolder("pair-elsewhere");
+  replaceCubin(dir, "cubins/b_pair.cubin", fakeCubin("pair", {decode + "_paired"}));
+  CHECK(refusal(dir).find("manifest.txt:4: cubins/b_pair.cubin does not define the kernel " +
+                          decode + "_pair") != std::string::npos);
+  CHECK(attn::bundledKernels().size() == before);
+  for (const char *name : {"edited", "no-merge", "pair-elsewhere"})
     CHECK_FALSE(registered(name));
 }
 

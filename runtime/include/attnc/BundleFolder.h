@@ -87,6 +87,15 @@ std::string checkManifestLine(const ManifestLine &m, int format);
 bool readManifestCubin(const std::string &dir, const std::string &file, long long bytes,
                        const std::string &sum, std::vector<unsigned char> &out, std::string &why);
 
+/// Why the cubins of the kernel line `m` (its cubin, and its pair cubin
+/// when it lists one) do not define the kernels its spec names, or "". The
+/// kernels are named after the whole spec (Spec::symbol()), so a spec edited
+/// on a line after its cubin was built is refused here, on any machine,
+/// instead of when the GPU looks the kernel up by name. `m` has passed
+/// checkManifestLine.
+std::string checkCubinKernels(const ManifestLine &m, const std::vector<unsigned char> &cubin,
+                              const std::vector<unsigned char> &pairCubin);
+
 /// 64-bit FNV-1a, the manifest's checksum of each cubin, as hex.
 std::string fnv1aHex(const void *bytes, size_t size);
 
