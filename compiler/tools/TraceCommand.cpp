@@ -62,7 +62,14 @@ int trace(const TraceOptions &o) {
     return 1;
   }
   const int64_t n = o.kvLen, d = spec->head_dim, bc = spec->tile_kv;
-  const int64_t qLen = spec->mode == Mode::Decode ? 1 : n;
+  // A decode spec's tile_q is its query tokens per sequence (a speculative
+  // step's draft tokens): the last tile_q positions of the sequence.
+  const int64_t qLen = spec->mode == Mode::Decode ? spec->tile_q : n;
+  if (qLen > n) {
+    llvm::errs() << "attnc trace: the decode spec's tile_q = " << qLen << " query tokens are "
+                 << "more than --kv-len " << n << " keys (each token is one of the keys)\n";
+    return 1;
+  }
   const int64_t row = o.row < 0 ? qLen - 1 : o.row;
   if (row >= qLen) {
     llvm::errs() << "attnc trace: --row " << row << " is past the " << counted(qLen, "query row")
@@ -123,7 +130,10 @@ int trace(const TraceOptions &o) {
 
   llvm::outs() << "spec " << spec->str() << "\nseed " << seed << "; query row " << row
                << " of " << qLen << ", " << n << " keys, tiles of " << counted(bc, "key");
-  if (tileQ > 1)
+  if (spec->mode == Mode::Decode && qLen > 1)
+    llvm::outs() << "; the step's " << qLen << " query tokens are keys " << n - qLen << ".."
+                 << n - 1 << " (row " << row << ": key " << n - qLen + row << ")";
+  else if (tileQ > 1)
     llvm::outs() << "; the row's query tile is rows " << qStart << ".."
                  << std::min(qStart + tileQ, qLen) - 1;
   if (splits > 1)
