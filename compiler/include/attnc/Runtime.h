@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,11 +64,14 @@ public:
   /// The spec target for this GPU: sm_90a on 9.x, sm_80 on every 8.x.
   Target target() const { return gpuTarget(ccMajor_); }
   const std::string &deviceName() const { return name_; }
-  KernelCache &cache() { return cache_; }
+  /// The kernel cache of JIT compiles, opened (its folder created) at the
+  /// first compile or call here: a runtime that serves only bundled kernels
+  /// never creates it.
+  KernelCache &cache();
   CUcontext context() const { return ctx_; }
 
 private:
-  explicit Runtime(const std::string &cacheDir) : cache_(cacheDir) {}
+  explicit Runtime(const std::string &cacheDir) : cacheDir_(cacheDir) {}
   KernelLookup build(const Spec &spec);
 
   const CudaDriver *cu_ = nullptr;
@@ -75,7 +79,9 @@ private:
   std::string arch_, name_;
   int ccMajor_ = 0;
   std::atomic<bool> aotOnly_{false};
-  KernelCache cache_;
+  std::string cacheDir_;
+  std::once_flag cacheOpened_;
+  std::unique_ptr<KernelCache> cache_;
   SingleFlight<KernelLookup> kernels_;
 };
 

@@ -15,8 +15,8 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
   const CudaDriver *cu = CudaDriver::get(error);
   if (!cu)
     return nullptr;
-  // The context and the GPU first: a runtime that cannot be made leaves no
-  // cache directory behind (the kernel cache creates it).
+  // The context and the GPU first. The kernel cache, and its folder, come
+  // with the first JIT compile (cache()).
   CUcontext ctx = nullptr;
   CUresult rc = cu->cuCtxGetCurrent(&ctx);
   CUdevice dev = 0;
@@ -65,6 +65,11 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
   rt->ccMajor_ = major;
   rt->arch_ = major == 9 ? "sm_90a" : "sm_" + std::to_string(major) + std::to_string(minor);
   return rt;
+}
+
+KernelCache &Runtime::cache() {
+  std::call_once(cacheOpened_, [&] { cache_ = std::make_unique<KernelCache>(cacheDir_); });
+  return *cache_;
 }
 
 KernelLookup Runtime::kernel(const Spec &spec) {
@@ -147,7 +152,7 @@ KernelLookup Runtime::build(const Spec &spec) {
   } else {
     if (!emitCudaForSpec(spec, source, shape, out.error))
       return out;
-    cubin = cache_.get(source, spec.symbol(), compileOptionsFor(arch_, shape));
+    cubin = cache().get(source, spec.symbol(), compileOptionsFor(arch_, shape));
   }
   out.source = cubin.source;
   out.binary = cubin.binary;
