@@ -238,7 +238,8 @@ bool sameEntry(const std::string &source, const std::string &head, long long par
 
 /// `attnc aot --verify DIR`: every kernel line of the manifest passes the
 /// checks a run-time load makes, every cubin it lists is in the folder with
-/// its size and checksum, and bundle.cpp (when there is one) embeds the same
+/// its size and checksum and defines the kernels its line's spec names, and
+/// bundle.cpp (when there is one) embeds the same
 /// bytes and registers each kernel with the manifest's launch shape.
 int verify(const std::string &dir) {
   const std::string manifestPath = dir + "/manifest.txt";

@@ -322,7 +322,8 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
   if (!o.q.empty())
     return batchFromFiles<T>(spec, o, batch, error);
   const int64_t numSeqs = o.batch.value_or(kBatch), numKVHeads = o.numKVHeads.value_or(kKVHeads);
-  const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? 1 : 128);
+  // A decode spec's tile_q is its query tokens per sequence.
+  const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? spec.tile_q : 128);
   const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
   if (std::string why = inputsFit<T>(spec, numSeqs, numKVHeads, qLen, kvLen); !why.empty())
     return error = why, false;

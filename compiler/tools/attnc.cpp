@@ -80,7 +80,9 @@ static cl::opt<int64_t> runKVHeads("num-kv-heads",
                                    cl::desc("KV heads (random inputs; default 2); query heads = "
                                             "gqa x this"),
                                    cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> runQLen("q-len", cl::desc("Queries per sequence (default 128; decode 1)"),
+static cl::opt<int64_t> runQLen("q-len",
+                                cl::desc("Queries per sequence (default 128; decode: the spec's "
+                                         "tile_q, its query tokens, 1 unless given)"),
                                 cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runKVLen("kv-len",
                                  cl::desc("Keys per sequence (default q-len; decode 512); with "

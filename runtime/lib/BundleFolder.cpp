@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -257,13 +258,74 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
 }
 
 namespace {
-/// Whether `bytes` holds `name` as a whole NUL-terminated string, as an ELF
-/// string table holds a symbol's name.
-bool holdsName(const std::vector<unsigned char> &bytes, const std::string &name) {
-  std::string needle(1, '\0');
-  needle += name;
-  needle += '\0';
-  return std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end()) != bytes.end();
+/// A little-endian unsigned field of `size` bytes at `at`.
+uint64_t field(const std::vector<unsigned char> &b, size_t at, int size) {
+  uint64_t v = 0;
+  for (int i = size - 1; i >= 0; --i)
+    v = v << 8 | b[at + i];
+  return v;
+}
+
+/// The global functions a cubin defines (its symbol table's defined
+/// STT_FUNC, STB_GLOBAL symbols: the kernels a module lookup finds), or
+/// false with `why` when the bytes are not a 64-bit little-endian CUDA ELF
+/// file with a symbol table that lies inside them.
+bool cubinKernelNames(const std::vector<unsigned char> &b, std::vector<std::string> &names,
+                      std::string &why) {
+  constexpr size_t kEhdr = 64, kShdr = 64, kSym = 24;
+  constexpr int kMachineCuda = 190, kSymtab = 2, kFunc = 2, kGlobal = 1;
+  names.clear();
+  if (b.size() < kEhdr || b[0] != 0x7f || b[1] != 'E' || b[2] != 'L' || b[3] != 'F') {
+    why = "is not an ELF file (not a cubin)";
+    return false;
+  }
+  if (b[4] != 2 || b[5] != 1) {
+    why = "is not a 64-bit little-endian ELF file (not a cubin)";
+    return false;
+  }
+  if (field(b, 18, 2) != kMachineCuda) {
+    why = "is an ELF file for machine " + std::to_string(field(b, 18, 2)) +
+          ", not a CUDA cubin (" + std::to_string(kMachineCuda) + ")";
+    return false;
+  }
+  const uint64_t shoff = field(b, 40, 8), shentsize = field(b, 58, 2), shnum = field(b, 60, 2);
+  auto inside = [&](uint64_t offset, uint64_t size) {
+    return offset <= b.size() && size <= b.size() - offset;
+  };
+  if (shentsize < kShdr || !inside(shoff, shnum * shentsize)) {
+    why = "has section headers outside the file (a damaged cubin)";
+    return false;
+  }
+  auto section = [&](uint64_t i, size_t at, int size) {
+    return field(b, shoff + i * shentsize + at, size);
+  };
+  bool symtab = false;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    if (section(i, 4, 4) != kSymtab)
+      continue;
+    symtab = true;
+    const uint64_t offset = section(i, 24, 8), size = section(i, 32, 8), link = section(i, 40, 4);
+    const uint64_t entsize = std::max<uint64_t>(section(i, 56, 8), kSym);
+    if (link >= shnum || !inside(offset, size) ||
+        !inside(section(link, 24, 8), section(link, 32, 8))) {
+      why = "has a symbol table outside the file (a damaged cubin)";
+      return false;
+    }
+    const uint64_t strOffset = section(link, 24, 8), strSize = section(link, 32, 8);
+    for (uint64_t k = 0, count = size / entsize; k < count; ++k) {
+      const uint64_t at = offset + k * entsize;
+      const uint64_t name = field(b, at, 4), info = b[at + 4], shndx = field(b, at + 6, 2);
+      if ((info & 0xf) != kFunc || info >> 4 != kGlobal || shndx == 0 || name >= strSize)
+        continue;
+      const char *text = reinterpret_cast<const char *>(b.data() + strOffset + name);
+      names.emplace_back(text, strnlen(text, strSize - name));
+    }
+  }
+  if (!symtab) {
+    why = "has no symbol table (a damaged cubin)";
+    return false;
+  }
+  return true;
 }
 } // namespace
 
@@ -273,18 +335,24 @@ std::string checkCubinKernels(const ManifestLine &m, const std::vector<unsigned 
   if (!spec)
     return spec.error->message();
   const std::string symbol = spec.spec->symbol();
-  const bool decode = spec.spec->mode == Mode::Decode;
-  auto missing = [&](const std::string &file, const std::string &kernel) {
-    return file + " does not define the kernel " + kernel +
-           " that the line's spec names (a spec edited after the cubin was built? rebuild the "
-           "bundle with `attnc aot`)";
-  };
-  if (!holdsName(cubin, symbol))
-    return missing(m.cubin, symbol);
-  if (decode && !holdsName(cubin, symbol + "_merge"))
-    return missing(m.cubin, symbol + "_merge");
-  if (!m.pair_cubin.empty() && !holdsName(pairCubin, symbol + "_pair"))
-    return missing(m.pair_cubin, symbol + "_pair");
+  // Each cubin and the kernels the runtime looks up in it (Kernel::load).
+  std::vector<std::pair<const std::string *, std::vector<std::string>>> wanted = {
+      {&m.cubin, {symbol}}};
+  if (spec.spec->mode == Mode::Decode)
+    wanted[0].second.push_back(symbol + "_merge");
+  if (!m.pair_cubin.empty())
+    wanted.push_back({&m.pair_cubin, {symbol + "_pair"}});
+  for (const auto &[file, kernels] : wanted) {
+    std::vector<std::string> names;
+    std::string why;
+    if (!cubinKernelNames(file == &m.cubin ? cubin : pairCubin, names, why))
+      return *file + " " + why;
+    for (const std::string &kernel : kernels)
+      if (std::find(names.begin(), names.end(), kernel) == names.end())
+        return *file + " does not define the kernel " + kernel +
+               " that the line's spec names (the cubin was built for another spec: rebuild "
+               "the bundle with `attnc aot`)";
+  }
   return "";
 }
 

@@ -136,7 +136,8 @@ if [ $checks = 1 ]; then
   verdicts=""
   # The AOT application serves bundled kernels only: it never creates the
   # kernel cache's folder (which only a JIT compile needs).
-  unused_cache=$(mktemp -d)/cache
+  cache_parent=$(mktemp -d) || { echo "examples: FAILED (mktemp)"; exit 1; }
+  unused_cache="$cache_parent/cache"
   for example in attn-aot-example "attn-jit-at-load-example --threads 16"; do
     # shellcheck disable=SC2086
     if CUDA_CACHE_DISABLE=1 ATTNC_CACHE_DIR="$unused_cache" "$pack"/$example 2>&1 |
@@ -149,7 +150,7 @@ if [ $checks = 1 ]; then
       verdicts+="attn-aot-example FAILED (created the kernel cache's folder), "; status=1
     fi
   done
-  rm -rf "$(dirname "$unused_cache")"
+  rm -rf "$cache_parent"
   if [ -f "$pack/libattnc.so" ]; then
     ATTNC_LIBRARY="$pack/libattnc.so" python3 "$root/examples/python/llama.py" 2>&1 |
       grep -v Warning | tee -a "$logs/examples.log"

@@ -1,9 +1,9 @@
 //===- BundleFolderTest.cpp - AOT bundle folders loaded at run time ---------===//
 //
 // A folder as `attnc aot` writes it (manifest.txt, cubins/), with made-up
-// cubin bytes: loading checks their sizes and checksums, and that they hold
-// the names of the kernels their specs name (as an ELF string table does),
-// not that they are cubins.
+// cubins: ELF files whose symbol tables define the kernels, and no code.
+// Loading checks their sizes and checksums and that they define the kernels
+// their specs name, not what the code is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cstdint>
 
 #include <cstdio>
 #include <cstdlib>
@@ -33,12 +34,45 @@ std::string canonical(const std::string &text) { return attn::parseSpec(text).sp
 const std::string kPrefill = "mode=prefill,head_dim=64,target=sm_90a";
 const std::string kDecode = "mode=decode,head_dim=64,page_size=16,gqa=2,target=sm_90a";
 
-/// Made-up cubins: some bytes, then the names of the kernels they define.
-std::string fakeCubin(const std::string &text, std::initializer_list<std::string> kernels) {
-  std::string bytes = text;
-  for (const std::string &kernel : kernels)
-    bytes += std::string(1, '\0') + kernel + std::string(1, '\0');
-  return bytes;
+/// Writes `value` little-endian into `size` bytes of `bytes` at `at`.
+void put(std::string &bytes, size_t at, uint64_t value, int size) {
+  for (int i = 0; i < size; ++i)
+    bytes[at + i] = static_cast<char>(value >> (8 * i) & 0xff);
+}
+
+/// A made-up cubin: a 64-bit little-endian ELF file of machine `machine`
+/// (190: CUDA) whose symbol table defines `kernels` as global functions,
+/// and whose bytes hold `text` (so that two of the same kernels differ).
+std::string fakeCubin(const std::string &text, std::initializer_list<std::string> kernels,
+                      int machine = 190) {
+  std::string strtab(1, '\0'), symtab(24, '\0');
+  for (const std::string &kernel : kernels) {
+    std::string sym(24, '\0');
+    put(sym, 0, strtab.size(), 4); // st_name
+    put(sym, 4, 1 << 4 | 2, 1);    // STB_GLOBAL, STT_FUNC
+    put(sym, 6, 1, 2);             // defined (in some section)
+    symtab += sym;
+    strtab += kernel + std::string(1, '\0');
+  }
+  std::string elf(64, '\0');
+  elf.replace(0, 6, "\x7f" "ELF\x02\x01");
+  put(elf, 18, machine, 2);
+  const size_t strAt = elf.size(), symAt = strAt + strtab.size();
+  elf += strtab + symtab + text;
+  // Section headers: none, .strtab, .symtab (linked to .strtab).
+  std::string headers(3 * 64, '\0');
+  put(headers, 64 + 4, 3, 4);
+  put(headers, 64 + 24, strAt, 8);
+  put(headers, 64 + 32, strtab.size(), 8);
+  put(headers, 128 + 4, 2, 4);
+  put(headers, 128 + 24, symAt, 8);
+  put(headers, 128 + 32, symtab.size(), 8);
+  put(headers, 128 + 40, 1, 4);
+  put(headers, 128 + 56, 24, 8);
+  put(elf, 40, elf.size(), 8); // e_shoff
+  put(elf, 58, 64, 2);         // e_shentsize
+  put(elf, 60, 3, 2);          // e_shnum
+  return elf + headers;
 }
 std::string symbol(const std::string &spec) { return attn::parseSpec(spec).spec->symbol(); }
 const std::string kPrefillCubin = fakeCubin("prefill", {symbol(kPrefill)});
@@ -302,8 +336,22 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
   replaceCubin(dir, "cubins/b_pair.cubin", fakeCubin("pair", {decode + "_paired"}));
   CHECK(refusal(dir).find("manifest.txt:4: cubins/b_pair.cubin does not define the kernel " +
                           decode + "_pair") != std::string::npos);
+  // Bytes that are not a CUDA ELF file.
+  dir = makeFolder("not-elf");
+  replaceCubin(dir, "cubins/a.cubin", "prefill-cubin-bytes");
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is not an ELF file (not a cubin)") !=
+        std::string::npos);
+  dir = makeFolder("x86");
+  replaceCubin(dir, "cubins/a.cubin", fakeCubin("prefill", {symbol(kPrefill)}, 62));
+  CHECK(refusal(dir).find("cubins/a.cubin is an ELF file for machine 62, not a CUDA cubin") !=
+        std::string::npos);
+  // A symbol table past the end of the file (a cubin cut short, its manifest updated).
+  dir = makeFolder("cut-short");
+  replaceCubin(dir, "cubins/a.cubin", kPrefillCubin.substr(0, kPrefillCubin.size() - 100));
+  CHECK(refusal(dir).find("cubins/a.cubin has section headers outside the file") !=
+        std::string::npos);
   CHECK(attn::bundledKernels().size() == before);
-  for (const char *name : {"edited", "no-merge", "pair-elsewhere"})
+  for (const char *name : {"edited", "no-merge", "pair-elsewhere", "not-elf", "x86", "cut-short"})
     CHECK_FALSE(registered(name));
 }
 

@@ -36,7 +36,9 @@ struct KernelLookup {
 class Runtime {
 public:
   /// Binds to the calling thread's current CUDA context, or to device 0's
-  /// primary context when none is current. `cacheDir` empty: the default.
+  /// primary context when none is current. `cacheDir` empty: the default
+  /// (KernelCache::defaultDirectory(), read now); the folder is created at
+  /// the first JIT compile, not here.
   static std::unique_ptr<Runtime> create(std::string &error, const std::string &cacheDir = "");
 
   /// The kernel of `spec`: from an AOT bundle (linked, or a folder loaded

@@ -130,8 +130,9 @@ ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *
 /** AOT bundles at run time: registers the kernels of a bundle folder that
  *  `attnc aot` wrote (its manifest.txt and the cubins it lists; bundle.cpp
  *  is not read) for every runtime of the process, each cubin checked
- *  against the manifest's size and checksum. All or nothing: a folder that
- *  is not a bundle, a missing or corrupted cubin, a bundle built by an attnc
+ *  against the manifest's size and checksum and for the kernels its spec
+ *  names. All or nothing: a folder that is not a bundle, a missing or
+ *  corrupted cubin, one built for another spec, a bundle built by an attnc
  *  whose kernels take other arguments, or a bundle name already registered
  *  with another manifest (linked in, loaded from another folder, or this
  *  folder rebuilt since) is ATTNC_ERROR_INVALID_ARGUMENT and registers

@@ -58,7 +58,10 @@ std::unique_ptr<Runtime> Runtime::create(std::string &error, const std::string &
     giveBack();
     return nullptr;
   }
-  std::unique_ptr<Runtime> rt(new Runtime(cacheDir));
+  // The cache's folder is settled now (the environment as it is at
+  // creation), and created at the first JIT compile.
+  std::unique_ptr<Runtime> rt(
+      new Runtime(cacheDir.empty() ? KernelCache::defaultDirectory() : cacheDir));
   rt->cu_ = cu;
   rt->ctx_ = ctx;
   rt->name_ = name;

@@ -5,7 +5,8 @@
 // bundle.cpp. An application compiles bundle.cpp in (attnc/Bundle.h); a
 // program that cannot compile C++ against attnc (Python, the C API's other
 // callers) loads the folder instead: loadBundleFolder reads the manifest,
-// checks each cubin against its size and checksum, and registers the kernels
+// checks each cubin against its size and checksum and that it defines the
+// kernels its spec names, and registers the kernels
 // with the same registry, so attn::Runtime finds them before NVRTC.
 //
 //===----------------------------------------------------------------------===//
@@ -109,7 +110,8 @@ struct LoadedBundle {
 /// Registers the kernels of the bundle folder `dir` (manifest.txt and the
 /// cubins it lists; bundle.cpp is not read) for every attn::Runtime of the
 /// process. All or nothing: a manifest that does not parse, a missing or
-/// corrupted cubin, kernels built for other launch arguments than this
+/// corrupted cubin, a cubin that does not define the kernels its line's
+/// spec names (checkCubinKernels), kernels built for other launch arguments than this
 /// runtime passes, or a bundle name already registered with another manifest
 /// is an error naming the file and line (the last two: the folder) and
 /// registers nothing. Loading the same

@@ -266,7 +266,7 @@ def load_bundle(path):
     manifest.txt and cubins) for every Runtime of the process, attention()'s
     included: a spec the bundle holds for this GPU is then launched with no
     NVRTC compile. Each cubin is checked against the manifest's size and
-    checksum; a bad folder raises AttncError and registers nothing. Loading the
+    checksum and for the kernels its spec names; a bad folder raises AttncError and registers nothing. Loading the
     same folder again registers nothing new (after it was rebuilt: an error,
     the process keeps the kernels it loaded first). Returns the number of
     kernels the folder holds (all architectures). Needs no GPU.
