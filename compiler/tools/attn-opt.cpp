@@ -84,7 +84,9 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
     llvm::errs() << "attn-opt: " << error << "\n";
     return false;
   }
-  if (std::string at = tooDeep(buffer->getBuffer()); !at.empty()) {
+  // Text only: MLIR bytecode (its magic "ML\xefR") is not read by the text parser.
+  const bool bytecode = buffer->getBuffer().starts_with("ML\xefR");
+  if (std::string at = bytecode ? "" : tooDeep(buffer->getBuffer()); !at.empty()) {
     llvm::errs() << (input == "-" ? "<stdin>" : input) << ":" << at
                  << ": error: brackets nest more than " << kMostNesting
                  << " deep here; attn-opt refuses such input (MLIR's parser would run out of "
