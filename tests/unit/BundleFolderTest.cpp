@@ -355,6 +355,32 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
     CHECK_FALSE(registered(name));
 }
 
+TEST_CASE("a cubin damaged anywhere is refused or read within its bytes", "[bundle-folder]") {
+  // Each byte of a cubin flipped in turn: the symbol table's reader either
+  // finds the kernels or says why not; it reads nothing past the bytes.
+  attn::ManifestLine m;
+  m.spec = canonical(kDecode);
+  m.cubin = "cubins/b.cubin";
+  const std::vector<unsigned char> pair;
+  int refused = 0;
+  for (size_t i = 0; i < kDecodeCubin.size(); ++i) {
+    std::vector<unsigned char> bytes(kDecodeCubin.begin(), kDecodeCubin.end());
+    bytes[i] ^= 0xff;
+    const std::string why = attn::checkCubinKernels(m, bytes, pair);
+    refused += !why.empty();
+    if (!why.empty())
+      CHECK(why.rfind("cubins/b.cubin ", 0) == 0);
+  }
+  // The header's identity, the section headers' place and the kernels' names were hit.
+  CHECK(refused > 20);
+  std::vector<unsigned char> whole(kDecodeCubin.begin(), kDecodeCubin.end());
+  CHECK(attn::checkCubinKernels(m, whole, pair).empty());
+  for (size_t cut : {size_t(0), size_t(10), size_t(63), size_t(64), whole.size() - 1}) {
+    std::vector<unsigned char> shorter(whole.begin(), whole.begin() + static_cast<long>(cut));
+    CHECK_FALSE(attn::checkCubinKernels(m, shorter, pair).empty());
+  }
+}
+
 TEST_CASE("a manifest with CRLF line ends, blank lines and comments loads", "[bundle-folder]") {
   const std::string dir = makeFolder("windows");
   std::string text = read(dir + "/manifest.txt"), crlf;
