@@ -311,11 +311,16 @@ int verify(const std::string &dir) {
       if (!embeddedArray(source, array, embedded))
         problem(where, "bundle.cpp has no array " + array);
       else if (static_cast<long long>(embedded.size()) != size ||
-               fnv1aHex(embedded.data(), embedded.size()) != sum)
-        problem(where, "bundle.cpp's " + array + " is corrupted (" +
+               !checksumMatches(embedded.data(), embedded.size(), sum))
+        // Where the file matches the manifest, bundle.cpp is the odd one out;
+        // where neither does, the manifest line may be what was edited.
+        problem(where, "bundle.cpp's " + array +
+                           (read ? " is corrupted (" : " does not match the manifest either (") +
                            std::to_string(embedded.size()) + " bytes, checksum " +
-                           fnv1aHex(embedded.data(), embedded.size()) + "; the manifest says " +
-                           std::to_string(size) + " bytes, " + sum + ")");
+                           fnv1aHex(embedded.data(), embedded.size()) + "; the manifest" +
+                           (read ? " and " + file + " say " : " says ") + std::to_string(size) +
+                           " bytes, " + sum + ")" +
+                           (read ? "" : ": the manifest line may be what changed"));
       return read;
     };
     std::vector<unsigned char> cubin, pairCubin;

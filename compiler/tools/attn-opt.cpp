@@ -33,7 +33,10 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace {
 /// Brackets deeper than this are refused. The parser takes about 2 KiB of
@@ -43,10 +46,16 @@ constexpr int kMostNesting = 1000;
 
 /// Where `text` first nests brackets ({, [, ( or <) more than kMostNesting
 /// deep, outside string literals and // comments, as "line:column"; "" if
-/// nowhere.
-std::string tooDeep(llvm::StringRef text) {
-  int depth = 0, line = 1, column = 0;
+/// nowhere. A closing bracket closes the innermost open one of its kind (and
+/// any left open inside it); a '>' that closes no '<' (as in "->" or ">=")
+/// and any other stray closer change nothing. A line starting with
+/// `splitMarker` (non-empty: --split-input-file) begins a new input.
+std::string tooDeep(llvm::StringRef text, llvm::StringRef splitMarker) {
+  std::vector<char> open; // the open brackets, innermost last
+  int line = 1, column = 0;
   for (size_t i = 0; i < text.size(); ++i) {
+    if (column == 0 && !splitMarker.empty() && text.substr(i).starts_with(splitMarker))
+      open.clear();
     const char c = text[i];
     ++column;
     if (c == '\n') {
@@ -61,10 +70,17 @@ std::string tooDeep(llvm::StringRef text) {
       while (i + 1 < text.size() && text[i + 1] != '\n')
         ++i;
     } else if (c == '{' || c == '[' || c == '(' || c == '<') {
-      if (++depth > kMostNesting)
+      open.push_back(c);
+      if (static_cast<int>(open.size()) > kMostNesting)
         return std::to_string(line) + ":" + std::to_string(column);
-    } else if ((c == '}' || c == ']' || c == ')' || c == '>') && depth > 0) {
-      --depth;
+    } else if (c == '>') {
+      if (!open.empty() && open.back() == '<')
+        open.pop_back();
+    } else if (c == '}' || c == ']' || c == ')') {
+      const char opener = c == '}' ? '{' : c == ']' ? '[' : '(';
+      auto at = std::find(open.rbegin(), open.rend(), opener);
+      if (at != open.rend())
+        open.erase(std::prev(at.base()), open.end());
     }
   }
   return "";
@@ -86,7 +102,8 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
   }
   // Text only: MLIR bytecode (its magic "ML\xefR") is not read by the text parser.
   const bool bytecode = buffer->getBuffer().starts_with("ML\xefR");
-  if (std::string at = bytecode ? "" : tooDeep(buffer->getBuffer()); !at.empty()) {
+  if (std::string at = bytecode ? "" : tooDeep(buffer->getBuffer(), config.inputSplitMarker());
+      !at.empty()) {
     llvm::errs() << (input == "-" ? "<stdin>" : input) << ":" << at
                  << ": error: brackets nest more than " << kMostNesting
                  << " deep here; attn-opt refuses such input (MLIR's parser would run out of "

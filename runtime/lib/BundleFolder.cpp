@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -147,16 +148,32 @@ int manifestFormat(const std::string &secondLine) {
   return secondLine == std::string("# ") + kColumns1 ? 1 : 0;
 }
 
-std::string fnv1aHex(const void *bytes, size_t size) {
-  uint64_t h = 1469598103934665603ull;
+namespace {
+uint64_t fnv1a(const void *bytes, size_t size, uint64_t h) {
   const auto *p = static_cast<const unsigned char *>(bytes);
   for (size_t i = 0; i < size; ++i) {
     h ^= p[i];
-    h *= 1099511628211ull;
+    h *= 1099511628211ull; // the 64-bit FNV prime
   }
-  std::ostringstream o;
-  o << std::hex << h;
-  return o.str();
+  return h;
+}
+} // namespace
+
+std::string fnv1aHex(const void *bytes, size_t size) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(fnv1a(bytes, size, 14695981039346656037ull)));
+  return text;
+}
+
+bool checksumMatches(const void *bytes, size_t size, const std::string &sum) {
+  if (fnv1aHex(bytes, size) == sum)
+    return true;
+  // The sum manifests had before it was FNV-1a's: an offset basis one digit
+  // short, written without leading zeros.
+  std::ostringstream legacy;
+  legacy << std::hex << fnv1a(bytes, size, 1469598103934665603ull);
+  return legacy.str() == sum;
 }
 
 bool readManifestHead(std::istream &in, ManifestHead &out, std::string &why) {
@@ -247,7 +264,7 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
     return false;
   }
   const std::string have = fnv1aHex(out.data(), out.size());
-  if (static_cast<long long>(out.size()) != bytes || have != sum) {
+  if (static_cast<long long>(out.size()) != bytes || !checksumMatches(out.data(), out.size(), sum)) {
     why = file + " is corrupted (" +
           (out.size() == most ? "more than " + std::to_string(bytes) + " bytes"
                               : std::to_string(out.size()) + " bytes, checksum " + have) +

@@ -229,6 +229,34 @@ TEST_CASE("a manifest line reads back as it was written", "[bundle-folder]") {
   CHECK(attn::manifestFormat("# something else") == 0);
 }
 
+TEST_CASE("the manifest's checksum is 64-bit FNV-1a, and the one written before still reads",
+          "[bundle-folder]") {
+  // FNV-1a's published values.
+  CHECK(attn::fnv1aHex("", 0) == "cbf29ce484222325");
+  CHECK(attn::fnv1aHex("a", 1) == "af63dc4c8601ec8c");
+  CHECK(attn::fnv1aHex("foobar", 6) == "85944171f73967e8");
+  CHECK(attn::checksumMatches("a", 1, "af63dc4c8601ec8c"));
+  // The sum manifests were written with before (offset basis 1469598103934665603).
+  uint64_t legacy = 1469598103934665603ull;
+  legacy = (legacy ^ 'a') * 1099511628211ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(legacy));
+  CHECK(attn::checksumMatches("a", 1, text));
+  CHECK_FALSE(attn::checksumMatches("b", 1, text));
+  CHECK_FALSE(attn::checksumMatches("a", 1, "af63dc4c8601ec8d"));
+  // A folder whose manifest has the old sums loads.
+  const std::string dir = makeFolder("legacy-sums");
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : kPrefillCubin)
+    h = (h ^ c) * 1099511628211ull;
+  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(h));
+  editManifest(dir, attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()), text);
+  attn::LoadedBundle loaded;
+  std::string error;
+  CHECK(attn::loadBundleFolder(dir, loaded, error));
+  CHECK(error.empty());
+}
+
 TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "[bundle-folder]") {
   const std::string dir = makeFolder("served");
   attn::LoadedBundle loaded;

@@ -97,8 +97,13 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
 std::string checkCubinKernels(const ManifestLine &m, const std::vector<unsigned char> &cubin,
                               const std::vector<unsigned char> &pairCubin);
 
-/// 64-bit FNV-1a, the manifest's checksum of each cubin, as hex.
+/// 64-bit FNV-1a (offset basis 14695981039346656037), the manifest's
+/// checksum of each cubin, as 16 hex digits.
 std::string fnv1aHex(const void *bytes, size_t size);
+/// Whether `sum` is the manifest checksum of the bytes: fnv1aHex's (64-bit
+/// FNV-1a, 16 hex digits), or the one manifests were written with before
+/// (an offset basis one digit short, no leading zeros), which still reads.
+bool checksumMatches(const void *bytes, size_t size, const std::string &sum);
 
 /// What loadBundleFolder found.
 struct LoadedBundle {
