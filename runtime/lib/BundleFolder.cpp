@@ -233,16 +233,18 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
   if (m.merge_threads < 0 || m.merge_threads > 1024)
     return "merge_threads not in 0..1024";
   if (m.bytes < 1)
-    return "bytes not positive";
+    return "bytes = " + std::to_string(m.bytes) + ": " + m.cubin + "'s size must be positive";
   if (!m.pair_cubin.empty() && m.pair_bytes < 1)
-    return "pair_bytes not positive";
+    return "pair_bytes = " + std::to_string(m.pair_bytes) + ": " + m.pair_cubin +
+           "'s size must be positive";
   if (format >= 2) {
     if (m.cluster_merge != 0 && m.cluster_merge != 1)
       return "cluster_merge not 0 or 1";
     if (m.pair_shared_bytes < 0 || m.pair_shared_bytes > INT_MAX)
       return "pair_shared_bytes out of range";
     if (m.params_bytes < 1)
-      return "params_bytes not positive";
+      return "params_bytes = " + std::to_string(m.params_bytes) +
+             ": the kernels' argument size must be positive";
     // A pair kernel has its own shared memory size and its own cubin, or neither.
     if ((m.pair_shared_bytes > 0) != !m.pair_cubin.empty())
       return m.pair_cubin.empty() ? "pair_shared_bytes without its pair cubin (a line cut short?)"

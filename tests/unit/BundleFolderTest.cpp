@@ -378,8 +378,15 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
   replaceCubin(dir, "cubins/a.cubin", kPrefillCubin.substr(0, kPrefillCubin.size() - 100));
   CHECK(refusal(dir).find("cubins/a.cubin has section headers outside the file") !=
         std::string::npos);
+  // A size of 0 names the column and the file.
+  dir = makeFolder("no-bytes");
+  editManifest(dir, " " + std::to_string(kPrefillCubin.size()) + " " +
+                       attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()),
+               " 0 " + attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()));
+  CHECK(refusal(dir).find("manifest.txt:3: bytes = 0: cubins/a.cubin's size must be positive") !=
+        std::string::npos);
   CHECK(attn::bundledKernels().size() == before);
-  for (const char *name : {"edited", "no-merge", "pair-elsewhere", "not-elf", "x86", "cut-short"})
+  for (const char *name : {"no-bytes", "edited", "no-merge", "pair-elsewhere", "not-elf", "x86", "cut-short"})
     CHECK_FALSE(registered(name));
 }
 
