@@ -265,8 +265,9 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
     why = unreadable(file, err);
     return false;
   }
-  const std::string have = fnv1aHex(out.data(), out.size());
-  if (static_cast<long long>(out.size()) != bytes || !checksumMatches(out.data(), out.size(), sum)) {
+  if (static_cast<long long>(out.size()) != bytes ||
+      !checksumMatches(out.data(), out.size(), sum)) {
+    const std::string have = fnv1aHex(out.data(), out.size()); // hashed again on failure only
     why = file + " is corrupted (" +
           (out.size() == most ? "more than " + std::to_string(bytes) + " bytes"
                               : std::to_string(out.size()) + " bytes, checksum " + have) +

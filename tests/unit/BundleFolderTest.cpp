@@ -193,6 +193,24 @@ void replaceCubin(const std::string &dir, const std::string &file, const std::st
   write(dir + "/manifest.txt", text);
 }
 
+/// Sets the size column of `dir`'s prefill line (kPrefillCubin's) to `bytes`.
+void setPrefillBytes(const std::string &dir, const std::string &bytes) {
+  const std::string sum = attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size());
+  editManifest(dir, " " + std::to_string(kPrefillCubin.size()) + " " + sum,
+               " " + bytes + " " + sum);
+}
+
+/// The checksum manifests were written with before it was FNV-1a's (offset
+/// basis 1469598103934665603, no leading zeros), computed here on its own.
+std::string legacySum(const std::string &bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes)
+    h = (h ^ c) * 1099511628211ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
 /// Loads `dir`, which must fail; its error.
 std::string refusal(const std::string &dir) {
   attn::LoadedBundle loaded;
@@ -236,21 +254,14 @@ TEST_CASE("the manifest's checksum is 64-bit FNV-1a, and the one written before 
   CHECK(attn::fnv1aHex("a", 1) == "af63dc4c8601ec8c");
   CHECK(attn::fnv1aHex("foobar", 6) == "85944171f73967e8");
   CHECK(attn::checksumMatches("a", 1, "af63dc4c8601ec8c"));
-  // The sum manifests were written with before (offset basis 1469598103934665603).
-  uint64_t legacy = 1469598103934665603ull;
-  legacy = (legacy ^ 'a') * 1099511628211ull;
-  char text[17];
-  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(legacy));
-  CHECK(attn::checksumMatches("a", 1, text));
-  CHECK_FALSE(attn::checksumMatches("b", 1, text));
+  // The sum manifests were written with before.
+  CHECK(attn::checksumMatches("a", 1, legacySum("a")));
+  CHECK_FALSE(attn::checksumMatches("b", 1, legacySum("a")));
   CHECK_FALSE(attn::checksumMatches("a", 1, "af63dc4c8601ec8d"));
   // A folder whose manifest has the old sums loads.
   const std::string dir = makeFolder("legacy-sums");
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : kPrefillCubin)
-    h = (h ^ c) * 1099511628211ull;
-  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(h));
-  editManifest(dir, attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()), text);
+  editManifest(dir, attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()),
+               legacySum(kPrefillCubin));
   attn::LoadedBundle loaded;
   std::string error;
   CHECK(attn::loadBundleFolder(dir, loaded, error));
@@ -329,9 +340,7 @@ TEST_CASE("a missing or corrupted cubin is named with its manifest line, and not
         std::string::npos);
   // A size no file has: read as far as the file goes, not allocated.
   dir = makeFolder("huge");
-  editManifest(dir, " " + std::to_string(kPrefillCubin.size()) + " " +
-                       attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()),
-               " 1000000000000000 " + attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()));
+  setPrefillBytes(dir, "1000000000000000");
   CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is corrupted (" +
                           std::to_string(kPrefillCubin.size()) + " bytes, checksum ") !=
         std::string::npos);
@@ -380,13 +389,12 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
         std::string::npos);
   // A size of 0 names the column and the file.
   dir = makeFolder("no-bytes");
-  editManifest(dir, " " + std::to_string(kPrefillCubin.size()) + " " +
-                       attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()),
-               " 0 " + attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()));
+  setPrefillBytes(dir, "0");
   CHECK(refusal(dir).find("manifest.txt:3: bytes = 0: cubins/a.cubin's size must be positive") !=
         std::string::npos);
   CHECK(attn::bundledKernels().size() == before);
-  for (const char *name : {"no-bytes", "edited", "no-merge", "pair-elsewhere", "not-elf", "x86", "cut-short"})
+  for (const char *name :
+       {"no-bytes", "edited", "no-merge", "pair-elsewhere", "not-elf", "x86", "cut-short"})
     CHECK_FALSE(registered(name));
 }
 
