@@ -307,6 +307,17 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
   return "";
 }
 
+/// A decode step's query tokens are the sequence's last tokens, so each is one
+/// of the keys: a step with more tokens than keys is refused. kv_len 0 stays
+/// possible (an empty slot of a batch: its rows give 0).
+bool decodeLengthsFit(const Spec &spec, int64_t qLen, int64_t kvLen, std::string &error) {
+  if (spec.mode != Mode::Decode || kvLen == 0 || qLen <= kvLen)
+    return true;
+  error = "a decode step's " + counted(qLen, "query token") + " are more than its " +
+          counted(kvLen, "key") + " (kv_len): each token is one of the keys";
+  return false;
+}
+
 /// "sequence 0: q_len 8, kv_len 8, 1 query head, 1 KV head"
 void printSequence(size_t i, int64_t qLen, int64_t kvLen, int64_t qHeads, int64_t kvHeads) {
   llvm::outs() << "sequence " << i << ": q_len " << qLen << ", kv_len " << kvLen << ", "
@@ -320,13 +331,16 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
   if (error = checkFlags(spec, o); !error.empty())
     return false;
   if (!o.q.empty())
-    return batchFromFiles<T>(spec, o, batch, error);
+    return batchFromFiles<T>(spec, o, batch, error) &&
+           decodeLengthsFit(spec, batch.sequences[0].qLen, batch.sequences[0].kvLen, error);
   const int64_t numSeqs = o.batch.value_or(kBatch), numKVHeads = o.numKVHeads.value_or(kKVHeads);
   // A decode spec's tile_q is its query tokens per sequence.
   const int64_t qLen = o.qLen.value_or(spec.mode == Mode::Decode ? spec.tile_q : 128);
   const int64_t kvLen = o.kvLen.value_or(spec.mode == Mode::Decode ? 512 : qLen);
   if (std::string why = inputsFit<T>(spec, numSeqs, numKVHeads, qLen, kvLen); !why.empty())
     return error = why, false;
+  if (!decodeLengthsFit(spec, qLen, kvLen, error))
+    return false;
   std::vector<std::pair<int64_t, int64_t>> lengths;
   for (int64_t i = 0; i < numSeqs; ++i) {
     if (!o.ragged) {
@@ -338,7 +352,11 @@ bool prepareBatch(const Spec &spec, const RunOptions &o, std::mt19937_64 &rng,
     auto draw = [&](int64_t n) {
       return n == 0 ? 0 : std::uniform_int_distribution<int64_t>(1, n)(rng);
     };
-    int64_t kv = draw(kvLen);
+    // A decode step's tokens are among its keys: kv_len is drawn from
+    // q_len..--kv-len (or is 0, an empty slot, where --kv-len is 0).
+    int64_t kv = spec.mode == Mode::Decode && kvLen > 0
+                     ? std::uniform_int_distribution<int64_t>(qLen, kvLen)(rng)
+                     : draw(kvLen);
     int64_t q = spec.mode == Mode::Decode ? qLen : draw(qLen);
     lengths.push_back({q, kvLen == qLen && spec.mode == Mode::Prefill ? q : kv});
   }

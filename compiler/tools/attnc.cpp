@@ -85,13 +85,15 @@ static cl::opt<int64_t> runQLen("q-len",
                                          "tile_q, its query tokens, 1 unless given)"),
                                 cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<int64_t> runKVLen("kv-len",
-                                 cl::desc("Keys per sequence (default q-len; decode 512); with "
-                                          "--q and a paged cache, the sequence's length"),
+                                 cl::desc("Keys per sequence (default q-len; decode 512, at "
+                                          "least q-len unless 0); with --q and a paged cache, "
+                                          "the sequence's length"),
                                  cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<bool> runRagged("ragged",
                                cl::desc("Draw each sequence's lengths in 1..q-len / 1..kv-len "
-                                        "(a length of 0 stays 0; decode keeps q-len; a prefill "
-                                        "with kv-len = q-len keeps them equal)"),
+                                        "(a length of 0 stays 0; decode keeps q-len and draws "
+                                        "kv-len from q-len up; a prefill with kv-len = q-len "
+                                        "keeps them equal)"),
                                cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<uint64_t> runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"),
                                  cl::sub(runCmd), cl::sub(traceCmd), cl::cat(attncCategory));

@@ -362,18 +362,25 @@ std::string checkCubinKernels(const ManifestLine &m, const std::vector<unsigned 
     wanted[0].second.push_back(symbol + "_merge");
   if (!m.pair_cubin.empty())
     wanted.push_back({&m.pair_cubin, {symbol + "_pair"}});
+  // Each wrong cubin of the line is named (both, when both are wrong).
+  std::string problems;
   for (const auto &[file, kernels] : wanted) {
     std::vector<std::string> names;
     std::string why;
-    if (!cubinKernelNames(file == &m.cubin ? cubin : pairCubin, names, why))
-      return *file + " " + why;
+    if (!cubinKernelNames(file == &m.cubin ? cubin : pairCubin, names, why)) {
+      problems += (problems.empty() ? "" : "; and ") + *file + " " + why;
+      continue;
+    }
     for (const std::string &kernel : kernels)
-      if (std::find(names.begin(), names.end(), kernel) == names.end())
-        return *file + " does not define the kernel " + kernel +
-               " that the line's spec names (the cubin was built for another spec: rebuild "
-               "the bundle with `attnc aot`)";
+      if (std::find(names.begin(), names.end(), kernel) == names.end()) {
+        problems += (problems.empty() ? "" : "; and ") + *file +
+                    " does not define the kernel " + kernel +
+                    " that the line's spec names (the cubin was built for another spec: "
+                    "rebuild the bundle with `attnc aot`)";
+        break;
+      }
   }
-  return "";
+  return problems;
 }
 
 bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error) {

@@ -373,6 +373,15 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
   replaceCubin(dir, "cubins/b_pair.cubin", fakeCubin("pair", {decode + "_paired"}));
   CHECK(refusal(dir).find("manifest.txt:4: cubins/b_pair.cubin does not define the kernel " +
                           decode + "_pair") != std::string::npos);
+  // Both cubins of the line wrong: both are named.
+  dir = makeFolder("both-wrong");
+  replaceCubin(dir, "cubins/b.cubin", fakeCubin("decode", {decode}));
+  replaceCubin(dir, "cubins/b_pair.cubin", "pair-bytes");
+  why = refusal(dir);
+  CHECK(why.find("manifest.txt:4: cubins/b.cubin does not define the kernel " + decode +
+                 "_merge") != std::string::npos);
+  CHECK(why.find("; and cubins/b_pair.cubin is not an ELF file (not a cubin)") !=
+        std::string::npos);
   // Bytes that are not a CUDA ELF file.
   dir = makeFolder("not-elf");
   replaceCubin(dir, "cubins/a.cubin", "prefill-cubin-bytes");
@@ -394,7 +403,8 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
         std::string::npos);
   CHECK(attn::bundledKernels().size() == before);
   for (const char *name :
-       {"no-bytes", "edited", "no-merge", "pair-elsewhere", "not-elf", "x86", "cut-short"})
+       {"no-bytes", "edited", "no-merge", "pair-elsewhere", "both-wrong", "not-elf", "x86",
+        "cut-short"})
     CHECK_FALSE(registered(name));
 }
 
