@@ -81,9 +81,15 @@ bool mentions(const std::string &text, const std::string &field);
 /// not set it.
 std::optional<std::string> fieldValue(const std::string &text, const std::string &field);
 
-/// This machine's physical memory, bytes (what the commands keep their
-/// host-side buffers well below).
-double physicalMemory();
+/// The memory the commands keep their host-side buffers well below: this
+/// machine's physical memory, or less where a control group's limit or an
+/// address-space limit (ulimit -v) leaves less; `what` says which, with the
+/// size ("this machine's 23.5 GiB").
+struct MemoryLimit {
+  double bytes = 0;
+  std::string what;
+};
+MemoryLimit usableMemory();
 
 /// Parses a spec to run on `where` (cpu, or a GPU's target): adds that
 /// target unless the text names one (which must then be of the same kind)

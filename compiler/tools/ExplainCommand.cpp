@@ -248,14 +248,14 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
       return 1;
     }
   }
-  const double memory = physicalMemory();
+  const MemoryLimit memory = usableMemory();
   for (int64_t n : lengths) {
     // The textbook run holds the N x N scores (and the inputs): not past half of memory.
     const double need = (double(n) * n + 5.0 * n * d) * sizeof(T);
-    if (need > memory / 2) {
+    if (need > memory.bytes / 2) {
       llvm::outs() << llvm::format("%8lld   (not measured: textbook attention needs %s here, "
-                                   "more than half of this machine's %s)\n",
-                                   (long long)n, bytes(need).c_str(), bytes(memory).c_str());
+                                   "more than half of %s)\n",
+                                   (long long)n, bytes(need).c_str(), memory.what.c_str());
       continue;
     }
     std::vector<T> q(n * d), k(n * d), v(n * d), o1(n * d), o2(n * d);
@@ -345,6 +345,14 @@ int explain(const ExplainOptions &o) {
     }
   }
   if (spec.mode == Mode::Decode) {
+    // A decode step's query tokens are among the sequence's keys (as attnc run and trace say).
+    for (int64_t n : lengths)
+      if (n < spec.tile_q) {
+        llvm::errs() << "attnc explain: --lengths: " << n << " keys are fewer than the decode "
+                     << "spec's tile_q = " << spec.tile_q
+                     << " query tokens (each token is one of the keys)\n";
+        return 1;
+      }
     explainDecode(spec, lengths);
     return 0;
   }
@@ -397,9 +405,12 @@ int explain(const ExplainOptions &o) {
       spec.isGPU() ? bytes(sharedMemoryBytes(spec))
                    : bytes(tiles + score + accumulator) + " - " +
                          bytes(tiles + 3 * score + 2 * accumulator);
+  // The CPU kernel's K and V reads serve the group's query heads at once.
+  const double kvShare = spec.isGPU() ? 1.0 : 1.0 / double(spec.gqa);
   for (int64_t n : lengths) {
     double tbHBM = 3.0 * n * d * b + 4.0 * n * n * sb + 1.0 * n * d * b;
-    double kHBM = 1.0 * n * d * b + 2.0 * keysRead(spec, br, n, n) * d * b + 1.0 * n * d * b;
+    double kHBM = 1.0 * n * d * b + 2.0 * keysRead(spec, br, n, n) * d * b * kvShare +
+                  1.0 * n * d * b;
     llvm::outs() << llvm::format("%8lld %14s %14s %16s %s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(),
                                  bytes(double(n) * n * sb).c_str(), kernelScratch.c_str());

@@ -24,6 +24,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace attn::cli {
@@ -64,8 +66,46 @@ bool mentions(const std::string &text, const std::string &field) {
   return fieldValue(text, field).has_value();
 }
 
-double physicalMemory() {
-  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+namespace {
+/// A number of bytes in a file such as a control group's memory.max, or -1
+/// ("max", no file, not a number).
+double limitInFile(const char *path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word.empty() || word.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::strtod(word.c_str(), nullptr);
+}
+
+/// The process's mapped bytes now (VmSize), or 0 when unknown.
+double mappedBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmSize:", 0) == 0)
+      return std::strtod(line.c_str() + 7, nullptr) * 1024;
+  return 0;
+}
+} // namespace
+
+MemoryLimit usableMemory() {
+  auto gib = [](double b) { return llvm::formatv("{0:f1} GiB", b / double(1ull << 30)).str(); };
+  const double physical = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  MemoryLimit m{physical, "this machine's " + gib(physical)};
+  // A control group's limit (v2, then v1: v1 says "no limit" with a huge number).
+  for (const char *file :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    const double limit = limitInFile(file);
+    if (limit > 0 && limit < m.bytes)
+      m = {limit, "the " + gib(limit) + " of this process's control group (memory limit)"};
+  }
+  // An address-space limit (ulimit -v): what is left of it.
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const double left = std::max(0.0, double(as.rlim_cur) - mappedBytes());
+    if (left < m.bytes)
+      m = {left, "the " + gib(left) + " this process may still map (ulimit -v)"};
+  }
+  return m;
 }
 
 std::optional<Spec> specOn(const std::string &text, Target where, bool lse, const char *command) {
@@ -252,15 +292,15 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
       __builtin_mul_overflow(perSeq, 2 * spec.head_dim, &perSeq) ||
       __builtin_mul_overflow(perSeq, batch, &total) ||
       __builtin_mul_overflow(total, static_cast<int64_t>(sizeof(T)), &bytes);
-  const double memory = physicalMemory();
-  if (!overflow && double(bytes) <= memory / 2)
+  const MemoryLimit memory = usableMemory();
+  if (!overflow && double(bytes) <= memory.bytes / 2)
     return "";
   auto gib = [](double b) { return llvm::formatv("{0:f1} GiB", b / double(1ull << 30)).str(); };
   return "--batch " + std::to_string(batch) + ", --num-kv-heads " + std::to_string(kvHeads) +
          ", --q-len " + std::to_string(qLen) + ", --kv-len " + std::to_string(kvLen) +
          ": the inputs and outputs need " +
          (overflow ? std::string("more than 2^63 bytes") : gib(double(bytes))) +
-         ", more than half of this machine's " + gib(memory) + "; use smaller sizes";
+         ", more than half of " + memory.what + "; use smaller sizes";
 }
 
 /// The random inputs' shape where the flags leave it open.

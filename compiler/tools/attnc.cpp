@@ -586,6 +586,11 @@ static int runCommand() {
     o.archsGiven = aotArchs.getNumOccurrences() > 0;
     o.output = aotOutput;
     o.name = aotName;
+    if (aotJobs.getNumOccurrences() && aotJobs == 0) {
+      llvm::errs() << "attnc aot: -j 0: give at least 1 (leave -j out for one per hardware "
+                      "thread)\n";
+      return 1;
+    }
     o.jobs = aotJobs;
     o.skipBad = aotSkipBad;
     o.force = aotForce;
