@@ -222,25 +222,62 @@ bool embeddedArray(const std::string &source, const std::string &name, std::vect
   return true;
 }
 
-/// Whether `source` holds an entry line starting with `head` and, unless
-/// `paramsBytes` is -1, ending with that kernel-argument size.
-bool sameEntry(const std::string &source, const std::string &head, long long paramsBytes) {
-  const size_t at = source.find(head);
-  if (at == std::string::npos)
+/// One entry of bundle.cpp's entries[] (one line, as bundleSource writes it).
+struct SourceEntry {
+  int line = 0; ///< in bundle.cpp
+  std::string spec, arch, cubin, pairCubin; ///< the arrays' names; pairCubin "" for none
+  long long threads = 0, shared_bytes = 0, merge_threads = 0, cluster_merge = 0,
+            pair_shared_bytes = 0, params_bytes = 0;
+  bool listed = false; ///< a manifest line names it
+};
+
+/// Parses one entry line ("    {\"SPEC\", \"ARCH\", cubin0, sizeof cubin0, 128, ...},").
+bool parseSourceEntry(std::string text, SourceEntry &e) {
+  if (text.size() < 8 || text.compare(0, 6, "    {\"") != 0 ||
+      text.compare(text.size() - 2, 2, "},") != 0)
     return false;
-  if (paramsBytes < 0)
+  text = text.substr(5, text.size() - 7);
+  std::vector<std::string> f;
+  for (size_t at = 0;;) {
+    const size_t comma = text.find(", ", at);
+    f.push_back(text.substr(at, comma - at));
+    if (comma == std::string::npos)
+      break;
+    at = comma + 2;
+  }
+  if (f.size() != 12)
+    return false;
+  auto quoted = [](const std::string &s, std::string &out) {
+    if (s.size() < 2 || s.front() != '"' || s.back() != '"')
+      return false;
+    out = s.substr(1, s.size() - 2);
     return true;
-  const size_t end = source.find("},\n", at);
-  const std::string tail = ", " + std::to_string(paramsBytes);
-  return end != std::string::npos && end >= at + tail.size() &&
-         source.compare(end - tail.size(), tail.size(), tail) == 0;
+  };
+  auto number = [](const std::string &s, long long &out) {
+    char *end = nullptr;
+    out = std::strtoll(s.c_str(), &end, 10);
+    return !s.empty() && *end == '\0';
+  };
+  e.cubin = f[2];
+  if (f[9] != "nullptr")
+    e.pairCubin = f[9];
+  long long pairSize = 0;
+  return quoted(f[0], e.spec) && quoted(f[1], e.arch) && f[3] == "sizeof " + e.cubin &&
+         number(f[4], e.threads) && number(f[5], e.shared_bytes) &&
+         number(f[6], e.merge_threads) && number(f[7], e.cluster_merge) &&
+         number(f[8], e.pair_shared_bytes) &&
+         (e.pairCubin.empty() ? number(f[10], pairSize) && pairSize == 0
+                              : f[10] == "sizeof " + e.pairCubin) &&
+         number(f[11], e.params_bytes);
 }
 
 /// `attnc aot --verify DIR`: every kernel line of the manifest passes the
 /// checks a run-time load makes, every cubin it lists is in the folder with
-/// its size and checksum and defines the kernels its line's spec names, and
-/// bundle.cpp (when there is one) embeds the same
-/// bytes and registers each kernel with the manifest's launch shape.
+/// its size and checksum and defines the kernels its line's spec names, its
+/// launch shape is the one this attnc gives its spec (for a bundle this
+/// attnc's version built), and bundle.cpp (when there is one) registers the
+/// manifest's bundle and exactly its kernels, each with the manifest's bytes
+/// and launch shape.
 int verify(const std::string &dir) {
   const std::string manifestPath = dir + "/manifest.txt";
   // A regular file only: a FIFO would block the read.
@@ -257,31 +294,76 @@ int verify(const std::string &dir) {
     return fail(manifestPath + ":2: manifest format " + std::to_string(head.format) +
                 ", this attnc reads up to " + std::to_string(kManifestFormat) +
                 ": verify it with the attnc that built it");
-  // bundle.cpp is what an application links; a folder that is only loaded needs none.
-  std::string source;
-  const bool linkable = llvm::sys::fs::is_regular_file(dir + "/bundle.cpp");
-  if (linkable) {
-    std::ifstream in(dir + "/bundle.cpp");
-    std::stringstream text;
-    text << in.rdbuf();
-    source = text.str();
-  }
-  int problems = 0, kernels = 0;
+  int problems = 0;
   auto problem = [&](const std::string &where, const std::string &what) {
     llvm::errs() << "attnc aot: " << where << what << "\n";
     ++problems;
   };
-  std::vector<std::pair<std::string, int>> seen; // "arch spec", line
+  // The kernel lines with their numbers; how many there are is said first
+  // (a line lost or repeated explains what follows).
+  std::vector<std::pair<int, std::string>> lines;
   std::string line;
-  for (int number = 3; std::getline(manifest, line); ++number) {
-    if (!manifestKernelLine(line))
-      continue;
-    // The line's place among the kernel lines is its entry's in bundle.cpp,
-    // whether or not it parses.
-    const std::string index = std::to_string(kernels++);
+  for (int number = 3; std::getline(manifest, line); ++number)
+    if (manifestKernelLine(line))
+      lines.push_back({number, line});
+  const int kernels = static_cast<int>(lines.size());
+  if (kernels == 0)
+    problem(manifestPath, " lists no kernel");
+  else if (kernels != head.kernels)
+    problem(manifestPath, " lists " + counted(kernels, "kernel") + ", its first line says " +
+                              std::to_string(head.kernels) + " (a line lost or repeated?)");
+
+  // bundle.cpp is what an application links; a folder that is only loaded needs none.
+  const std::string sourcePath = dir + "/bundle.cpp";
+  std::string source;
+  const bool linkable = llvm::sys::fs::exists(sourcePath);
+  std::vector<SourceEntry> entries;
+  if (linkable && !llvm::sys::fs::is_regular_file(sourcePath)) {
+    problem(sourcePath, " is not a file");
+  } else if (linkable) {
+    std::ifstream in(sourcePath, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    source = text.str();
+    // Its registration names the manifest's bundle.
+    const std::string reg = "const attn::BundleRegistration registration(\"";
+    const size_t at = source.find(reg);
+    const size_t close = at == std::string::npos ? at : source.find('"', at + reg.size());
+    if (close == std::string::npos)
+      problem(sourcePath, " has no bundle registration");
+    else if (source.substr(at + reg.size(), close - at - reg.size()) != head.name)
+      problem(sourcePath, " registers the bundle '" +
+                              source.substr(at + reg.size(), close - at - reg.size()) +
+                              "', the manifest names it '" + head.name + "'");
+    // Its entries, each one line in entries[].
+    std::istringstream in2(source);
+    bool inEntries = false;
+    int number = 0;
+    for (std::string text; std::getline(in2, text);) {
+      ++number;
+      if (text == "const attn::BundleEntry entries[] = {") {
+        inEntries = true;
+        continue;
+      }
+      if (!inEntries)
+        continue;
+      if (text == "};")
+        break;
+      SourceEntry e;
+      e.line = number;
+      if (!parseSourceEntry(text, e))
+        problem(sourcePath + ":" + std::to_string(number), ": not an entry attnc aot writes");
+      else
+        entries.push_back(e);
+    }
+  }
+  const bool sameVersion = head.version == ATTNC_VERSION;
+
+  std::vector<std::pair<std::string, int>> seen; // "arch spec", line
+  for (const auto &[number, text] : lines) {
     const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
-    if (!parseManifestLine(line, head.format, m)) {
+    if (!parseManifestLine(text, head.format, m)) {
       problem(where, "not a manifest line");
       continue;
     }
@@ -294,84 +376,118 @@ int verify(const std::string &dir) {
       problem(where, "its kernel takes arguments of " + std::to_string(m.params_bytes) +
                          " bytes, this attnc passes " + std::to_string(sizeof(kernel::Params)) +
                          " (rebuild the bundle with this attnc's `attnc aot`)");
-    for (const auto &[kernel, at] : seen)
-      if (kernel == m.arch + " " + m.spec)
+    const std::string kernel = m.arch + " " + m.spec;
+    bool again = false;
+    for (const auto &[other, at] : seen)
+      if (other == kernel) {
         problem(where, "the kernel of line " + std::to_string(at) + " again");
-    seen.push_back({m.arch + " " + m.spec, number});
-    // A cubin (a file in cubins/, and bundle.cpp's array of the same bytes) against the manifest.
-    // True when the file matches the manifest (into `cubin`).
-    auto check = [&](const std::string &file, long long size, const std::string &sum,
-                     const std::string &array, std::vector<unsigned char> &cubin) {
-      bool read = readManifestCubin(dir, file, size, sum, cubin, why);
-      if (!read)
-        problem(where, why);
+        again = true;
+      }
+    seen.push_back({kernel, number});
+    // The launch shape this attnc gives the spec (checkManifestLine parsed it):
+    // an edited number would launch the cubin wrongly.
+    Spec spec = *parseSpec(m.spec).spec;
+    CudaLaunchShape shape;
+    std::string emitted;
+    if (sameVersion && emitCudaForSpec(spec, emitted, shape, why)) {
+      std::vector<std::tuple<const char *, long long, long long>> columns = {
+          {"threads", m.threads, shape.threads},
+          {"shared_bytes", m.shared_bytes, shape.shared_bytes},
+          {"merge_threads", m.merge_threads, shape.merge_threads}};
+      if (head.format >= 2) {
+        columns.push_back({"cluster_merge", m.cluster_merge, shape.cluster_merge ? 1 : 0});
+        columns.push_back({"pair_shared_bytes", m.pair_shared_bytes, shape.pair_shared_bytes});
+      }
+      for (const auto &[column, says, emits] : columns)
+        if (says != emits)
+          problem(where, std::string(column) + " = " + std::to_string(says) + ", but attnc " +
+                             ATTNC_VERSION + " launches this spec's kernel with " +
+                             std::to_string(emits) + " (an edited line?)");
+    }
+    // The cubins in the folder: their sizes and checksums, then their kernels' names.
+    std::vector<unsigned char> cubin, pairCubin;
+    const bool readMain = readManifestCubin(dir, m.cubin, m.bytes, m.fnv1a, cubin, why);
+    if (!readMain)
+      problem(where, why);
+    const bool listsPair = !m.pair_cubin.empty();
+    const bool readPair =
+        !listsPair || readManifestCubin(dir, m.pair_cubin, m.pair_bytes, m.pair_fnv1a, pairCubin, why);
+    if (!readPair)
+      problem(where, why);
+    // The cubins define the kernels the line's spec names (the loader looks them up by name).
+    if (readMain && readPair && !(why = checkCubinKernels(m, cubin, pairCubin)).empty())
+      problem(where, why);
+    if (!linkable || again)
+      continue;
+
+    // bundle.cpp's entry of this kernel: its arrays hold the manifest's bytes,
+    // its launch shape is the manifest's.
+    SourceEntry *e = nullptr;
+    for (SourceEntry &candidate : entries)
+      if (candidate.spec == m.spec && candidate.arch == m.arch) {
+        if (e)
+          problem(where, "bundle.cpp registers " + kernel + " twice (lines " +
+                             std::to_string(e->line) + " and " +
+                             std::to_string(candidate.line) + ")");
+        else
+          e = &candidate;
+        candidate.listed = true;
+      }
+    if (!e) {
+      problem(where, "bundle.cpp does not register " + kernel);
+      continue;
+    }
+    const std::string entryAt = "bundle.cpp:" + std::to_string(e->line) + " registers " + kernel;
+    auto sameBytes = [&](const std::string &array, long long size, const std::string &sum,
+                         bool fileMatches) {
       std::vector<char> embedded;
-      if (!linkable)
-        return read;
       if (!embeddedArray(source, array, embedded))
-        problem(where, "bundle.cpp has no array " + array);
+        problem(where, entryAt + " with " + array + ", an array bundle.cpp does not hold");
       else if (static_cast<long long>(embedded.size()) != size ||
                !checksumMatches(embedded.data(), embedded.size(), sum))
         // Where the file matches the manifest, bundle.cpp is the odd one out;
         // where neither does, the manifest line may be what was edited.
-        problem(where, "bundle.cpp's " + array +
-                           (read ? " is corrupted (" : " does not match the manifest either (") +
+        problem(where, entryAt + " with " + array + ", whose bytes are not the manifest's (" +
                            std::to_string(embedded.size()) + " bytes, checksum " +
-                           fnv1aHex(embedded.data(), embedded.size()) + "; the manifest" +
-                           (read ? " and " + file + " say " : " says ") + std::to_string(size) +
-                           " bytes, " + sum + ")" +
-                           (read ? "" : ": the manifest line may be what changed"));
-      return read;
+                           fnv1aHex(embedded.data(), embedded.size()) + "; the manifest says " +
+                           std::to_string(size) + " bytes, " + sum + ")" +
+                           (fileMatches ? "" : ": the manifest line may be what changed"));
     };
-    std::vector<unsigned char> cubin, pairCubin;
-    bool read = check(m.cubin, m.bytes, m.fnv1a, "cubin" + index, cubin);
-    // A decode kernel with a pair kernel: its module's file, size and checksum.
-    const bool listsPair = !m.pair_cubin.empty();
-    if (listsPair)
-      read = check(m.pair_cubin, m.pair_bytes, m.pair_fnv1a, "pair_cubin" + index, pairCubin) &&
-             read;
-    // The cubins define the kernels the line's spec names (the loader looks them up by name).
-    if (read && !(why = checkCubinKernels(m, cubin, pairCubin)).empty())
-      problem(where, why);
-    if (!linkable)
-      continue;
-    // bundle.cpp's entry i (the manifest's order) has a pair cubin exactly where the line lists one.
-    if ((source.find(", sizeof pair_cubin" + index + ",") != std::string::npos) != listsPair)
-      problem(where, std::string("bundle.cpp ") + (listsPair ? "lacks" : "has") +
-                         " the pair kernel's cubin the manifest " +
-                         (listsPair ? "lists" : "does not list"));
-    // bundle.cpp's entry i: the spec, the architecture and the launch shape the manifest says.
-    std::string entry = "{\"" + m.spec + "\", \"" + m.arch + "\", cubin" + index +
-                        ", sizeof cubin" + index + ", " + std::to_string(m.threads) + ", " +
-                        std::to_string(m.shared_bytes) + ", " + std::to_string(m.merge_threads) +
-                        ", ";
-    if (head.format >= 2)
-      entry += std::to_string(m.cluster_merge) + ", " + std::to_string(m.pair_shared_bytes) + ", ";
-    if (source.find("{\"" + m.spec + "\", \"" + m.arch + "\"") == std::string::npos)
-      problem(where, "bundle.cpp does not register " + m.arch + " " + m.spec);
-    else if (!sameEntry(source, entry, head.format >= 2 ? m.params_bytes : -1))
-      problem(where, "bundle.cpp registers " + m.arch + " " + m.spec +
-                         " with another launch shape than the manifest's");
+    sameBytes(e->cubin, m.bytes, m.fnv1a, readMain);
+    if (listsPair != !e->pairCubin.empty())
+      problem(where, entryAt + (listsPair ? " without" : " with") +
+                         " a pair kernel's cubin, the manifest " +
+                         (listsPair ? "lists one" : "does not list one"));
+    else if (listsPair)
+      sameBytes(e->pairCubin, m.pair_bytes, m.pair_fnv1a, readPair);
+    std::vector<std::tuple<const char *, long long, long long>> columns = {
+        {"threads", m.threads, e->threads},
+        {"shared_bytes", m.shared_bytes, e->shared_bytes},
+        {"merge_threads", m.merge_threads, e->merge_threads}};
+    if (head.format >= 2) {
+      columns.push_back({"cluster_merge", m.cluster_merge, e->cluster_merge});
+      columns.push_back({"pair_shared_bytes", m.pair_shared_bytes, e->pair_shared_bytes});
+      columns.push_back({"params_bytes", m.params_bytes, e->params_bytes});
+    }
+    for (const auto &[column, says, registers] : columns)
+      if (says != registers)
+        problem(where, entryAt + " with " + column + " " + std::to_string(registers) +
+                           ", the manifest says " + std::to_string(says));
   }
-  if (kernels == 0)
-    problem(manifestPath, " lists no kernel");
-  else if (kernels != head.kernels)
-    problem(manifestPath, " lists " + counted(kernels, "kernel") + ", its first line says " +
-                              std::to_string(head.kernels) + " (a manifest cut short?)");
-  // bundle.cpp registers exactly the manifest's kernels: one entry line each.
-  int registered = 0;
-  for (size_t at = source.find("\n    {\""); at != std::string::npos;
-       at = source.find("\n    {\"", at + 1))
-    ++registered;
-  if (linkable && registered != kernels)
-    problem(dir, "/bundle.cpp registers " + counted(registered, "kernel") +
-                     ", the manifest lists " + std::to_string(kernels));
+  // bundle.cpp registers no kernel the manifest does not list.
+  for (const SourceEntry &e : entries)
+    if (!e.listed)
+      problem(sourcePath + ":" + std::to_string(e.line),
+              ": registers " + e.arch + " " + e.spec + ", which no manifest line lists");
   if (problems)
     return fail(counted(problems, "problem") + " in " + dir);
   llvm::outs() << dir << ": " << counted(kernels, "kernel")
                << (linkable ? ", cubins and bundle.cpp match the manifest"
                             : ", cubins match the manifest (no bundle.cpp: a folder to load at "
                               "run time, not to link)")
+               << (sameVersion ? ""
+                               : " (built by attnc " + head.version + ": the launch shapes were "
+                                 "not compared with this attnc's, " ATTNC_VERSION ")")
                << (head.format < kManifestFormat
                        ? " (manifest format " + std::to_string(head.format) +
                              ": it cannot be loaded at run time; rebuild it to load it)\n"

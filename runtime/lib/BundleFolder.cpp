@@ -143,7 +143,13 @@ int manifestFormat(const std::string &secondLine) {
   if (secondLine.rfind(marker, 0) == 0) {
     char *end = nullptr;
     const long n = std::strtol(secondLine.c_str() + marker.size(), &end, 10);
-    return n >= 1 && n < INT_MAX && *end == ':' ? static_cast<int>(n) : 0;
+    if (n < 1 || n >= INT_MAX || *end != ':')
+      return 0;
+    // A format this attnc writes names its columns as it writes them (format
+    // 1 had no number); a later format's columns are its own.
+    if (n <= kManifestFormat)
+      return n == kManifestFormat && std::string(end) == ": " + manifestColumns(n) ? int(n) : 0;
+    return static_cast<int>(n);
   }
   return secondLine == std::string("# ") + kColumns1 ? 1 : 0;
 }
@@ -196,6 +202,7 @@ bool readManifestHead(std::istream &in, ManifestHead &out, std::string &why) {
           "'NAME': N kernels)";
     return false;
   }
+  out.version = first.substr(8, at - 8);
   out.name = first.substr(at + head.size(), close - at - head.size());
   out.format = manifestFormat(second);
   if (out.format == 0) {
@@ -213,6 +220,10 @@ bool manifestKernelLine(std::string &line) {
   return text != std::string::npos && line[text] != '#';
 }
 
+namespace {
+constexpr long long kMostSharedBytes = 227 * 1024;
+} // namespace
+
 std::string checkManifestLine(const ManifestLine &m, int format) {
   SpecResult spec = parseSpec(m.spec);
   if (!spec)
@@ -228,8 +239,10 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
   // The launch shape's numbers, in the ranges a launch takes.
   if (m.threads < 1 || m.threads > 1024)
     return "threads not in 1..1024";
-  if (m.shared_bytes < 0 || m.shared_bytes > INT_MAX)
-    return "shared_bytes out of range";
+  // No GPU gives a block more than 227 KiB of shared memory (sm_90).
+  if (m.shared_bytes < 0 || m.shared_bytes > kMostSharedBytes)
+    return "shared_bytes = " + std::to_string(m.shared_bytes) + ": not in 0.." +
+           std::to_string(kMostSharedBytes) + " (227 KiB, the most a GPU gives a block)";
   if (m.merge_threads < 0 || m.merge_threads > 1024)
     return "merge_threads not in 0..1024";
   if (m.bytes < 1)
@@ -240,8 +253,11 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
   if (format >= 2) {
     if (m.cluster_merge != 0 && m.cluster_merge != 1)
       return "cluster_merge not 0 or 1";
-    if (m.pair_shared_bytes < 0 || m.pair_shared_bytes > INT_MAX)
-      return "pair_shared_bytes out of range";
+    if (m.cluster_merge == 1 && spec.spec->target != Target::SM90a)
+      return "cluster_merge = 1 for " + m.arch + ": thread-block clusters need sm_90a";
+    if (m.pair_shared_bytes < 0 || m.pair_shared_bytes > kMostSharedBytes)
+      return "pair_shared_bytes = " + std::to_string(m.pair_shared_bytes) + ": not in 0.." +
+             std::to_string(kMostSharedBytes) + " (227 KiB, the most a GPU gives a block)";
     if (m.params_bytes < 1)
       return "params_bytes = " + std::to_string(m.params_bytes) +
              ": the kernels' argument size must be positive";

@@ -242,7 +242,10 @@ TEST_CASE("a manifest line reads back as it was written", "[bundle-folder]") {
   // Format 1 has three columns fewer.
   CHECK(attn::parseManifestLine("sm_80 spec c.cubin 128 4096 0 90 0 3 ab", 1, back));
   CHECK(back.registers == 90);
-  CHECK(attn::manifestFormat("# manifest 2: arch spec") == 2);
+  CHECK(attn::manifestFormat("# manifest 2: " + attn::manifestColumns(2)) == 2);
+  CHECK(attn::manifestFormat("# manifest 2: arch spec") == 0); // columns garbled or cut
+  CHECK(attn::manifestFormat("# manifest 1: " + attn::manifestColumns(1)) == 0); // never written
+  CHECK(attn::manifestFormat("# manifest 3: a later format's own columns") == 3);
   CHECK(attn::manifestFormat("# " + attn::manifestColumns(1)) == 1);
   CHECK(attn::manifestFormat("# something else") == 0);
 }
@@ -484,11 +487,13 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
   // Launch sizes out of range are named with their line, not narrowed.
   for (const auto &[from, to, why] : std::vector<std::array<std::string, 3>>{
            {" 384 99328 ", " 0 99328 ", "threads not in 1..1024"},
-           {" 384 99328 ", " 384 4294967296 ", "shared_bytes out of range"},
+           {" 384 99328 ", " 384 4294967296 ", "shared_bytes = 4294967296: not in 0..232448"},
+           {" 384 99328 ", " 384 232449 ", "shared_bytes = 232449: not in 0..232448 (227 KiB"},
+           {" 128 1 100352 ", " 128 1 232449 ", "pair_shared_bytes = 232449: not in 0..232448"},
            {" 128 51200 128 1 ", " 128 51200 128 2 ", "cluster_merge not 0 or 1"}}) {
     dir = makeFolder("range");
     editManifest(dir, from, to);
-    CHECK(refusal(dir).find("manifest.txt:" + std::string(why[0] == 'c' ? "4" : "3") + ": " +
+    CHECK(refusal(dir).find("manifest.txt:" + std::string(why[0] == 'c' || why[0] == 'p' ? "4" : "3") + ": " +
                             why) != std::string::npos);
   }
   dir = makeFolder("outside");

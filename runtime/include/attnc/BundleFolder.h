@@ -51,14 +51,16 @@ std::string formatManifestLine(const ManifestLine &m);
 /// text after the last.
 bool parseManifestLine(const std::string &line, int format, ManifestLine &out);
 
-/// The format a manifest's second line declares ("# manifest 2: ..."); 1 for
-/// a manifest without that line (written before formats were numbered), 0
-/// when `line` is neither.
+/// The format a manifest's second line declares ("# manifest 2: " and the
+/// columns as manifestColumns(2) names them; a later format's number with any
+/// columns); 1 for a manifest without that line (written before formats were
+/// numbered: "# " and format 1's columns), 0 when `line` is none of these.
 int manifestFormat(const std::string &secondLine);
 
 /// A manifest's first two lines: the bundle's name and the number of kernels
 /// (line 1, "# attnc X.Y.Z AOT bundle 'NAME': N kernels"), the format (line 2).
 struct ManifestHead {
+  std::string version; ///< of the attnc that wrote it
   std::string name;
   long long kernels = 0;
   int format = 0;
