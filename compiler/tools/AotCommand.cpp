@@ -228,11 +228,12 @@ struct SourceEntry {
   std::string spec, arch, cubin, pairCubin; ///< the arrays' names; pairCubin "" for none
   long long threads = 0, shared_bytes = 0, merge_threads = 0, cluster_merge = 0,
             pair_shared_bytes = 0, params_bytes = 0;
-  bool listed = false; ///< a manifest line names it
+  bool listed = false; ///< a manifest line names its kernel
 };
 
-/// Parses one entry line ("    {\"SPEC\", \"ARCH\", cubin0, sizeof cubin0, 128, ...},").
-bool parseSourceEntry(std::string text, SourceEntry &e) {
+/// Parses one entry line ("    {\"SPEC\", \"ARCH\", cubin0, sizeof cubin0, 128, ...},") of a
+/// bundle whose manifest has `format` (format 1's entries end before params_bytes).
+bool parseSourceEntry(std::string text, int format, SourceEntry &e) {
   if (text.size() < 8 || text.compare(0, 6, "    {\"") != 0 ||
       text.compare(text.size() - 2, 2, "},") != 0)
     return false;
@@ -245,7 +246,7 @@ bool parseSourceEntry(std::string text, SourceEntry &e) {
       break;
     at = comma + 2;
   }
-  if (f.size() != 12)
+  if (f.size() != (format >= 2 ? 12u : 11u))
     return false;
   auto quoted = [](const std::string &s, std::string &out) {
     if (s.size() < 2 || s.front() != '"' || s.back() != '"')
@@ -256,7 +257,7 @@ bool parseSourceEntry(std::string text, SourceEntry &e) {
   auto number = [](const std::string &s, long long &out) {
     char *end = nullptr;
     out = std::strtoll(s.c_str(), &end, 10);
-    return !s.empty() && *end == '\0';
+    return !s.empty() && s[0] != ' ' && *end == '\0';
   };
   e.cubin = f[2];
   if (f[9] != "nullptr")
@@ -268,16 +269,55 @@ bool parseSourceEntry(std::string text, SourceEntry &e) {
          number(f[8], e.pair_shared_bytes) &&
          (e.pairCubin.empty() ? number(f[10], pairSize) && pairSize == 0
                               : f[10] == "sizeof " + e.pairCubin) &&
-         number(f[11], e.params_bytes);
+         (format < 2 || number(f[11], e.params_bytes));
+}
+
+/// A launch shape's columns by name, as a manifest of `format` has them
+/// (format 1: the first three).
+using LaunchColumns = std::vector<std::pair<const char *, long long>>;
+LaunchColumns launchColumns(long long threads, long long sharedBytes, long long mergeThreads,
+                            long long clusterMerge, long long pairSharedBytes, int format) {
+  LaunchColumns c = {
+      {"threads", threads}, {"shared_bytes", sharedBytes}, {"merge_threads", mergeThreads}};
+  if (format >= 2)
+    c.insert(c.end(), {{"cluster_merge", clusterMerge}, {"pair_shared_bytes", pairSharedBytes}});
+  return c;
+}
+
+/// bundle.cpp's entries[], its lines that are not entries in `bad`; false
+/// when it has no entries[] at all.
+bool sourceEntries(const std::string &source, int format, std::vector<SourceEntry> &entries,
+                   std::vector<int> &bad) {
+  std::istringstream in(source);
+  bool inEntries = false;
+  int number = 0;
+  for (std::string text; std::getline(in, text);) {
+    ++number;
+    if (!text.empty() && text.back() == '\r')
+      text.pop_back();
+    if (!inEntries) {
+      inEntries = text == "const attn::BundleEntry entries[] = {";
+      continue;
+    }
+    if (text == "};")
+      return true;
+    SourceEntry e;
+    e.line = number;
+    if (parseSourceEntry(text, format, e))
+      entries.push_back(e);
+    else
+      bad.push_back(number);
+  }
+  return false;
 }
 
 /// `attnc aot --verify DIR`: every kernel line of the manifest passes the
 /// checks a run-time load makes, every cubin it lists is in the folder with
-/// its size and checksum and defines the kernels its line's spec names, its
-/// launch shape is the one this attnc gives its spec (for a bundle this
-/// attnc's version built), and bundle.cpp (when there is one) registers the
-/// manifest's bundle and exactly its kernels, each with the manifest's bytes
-/// and launch shape.
+/// its size and checksum and defines the kernels its line's spec names, and
+/// bundle.cpp (when there is one) registers the manifest's bundle and exactly
+/// its kernels, each with the manifest's bytes and launch shape. A launch
+/// shape other than the one this attnc gives the spec is a note (a bundle of
+/// an earlier attnc has its own, which goes with its cubins).
 int verify(const std::string &dir) {
   const std::string manifestPath = dir + "/manifest.txt";
   // A regular file only: a FIFO would block the read.
@@ -294,7 +334,7 @@ int verify(const std::string &dir) {
     return fail(manifestPath + ":2: manifest format " + std::to_string(head.format) +
                 ", this attnc reads up to " + std::to_string(kManifestFormat) +
                 ": verify it with the attnc that built it");
-  int problems = 0;
+  int problems = 0, notes = 0;
   auto problem = [&](const std::string &where, const std::string &what) {
     llvm::errs() << "attnc aot: " << where << what << "\n";
     ++problems;
@@ -315,12 +355,13 @@ int verify(const std::string &dir) {
 
   // bundle.cpp is what an application links; a folder that is only loaded needs none.
   const std::string sourcePath = dir + "/bundle.cpp";
+  const bool hasSource = llvm::sys::fs::exists(sourcePath);
+  bool linkable = false; // bundle.cpp read, its entries[] found: compared line by line
   std::string source;
-  const bool linkable = llvm::sys::fs::exists(sourcePath);
   std::vector<SourceEntry> entries;
-  if (linkable && !llvm::sys::fs::is_regular_file(sourcePath)) {
+  if (hasSource && !llvm::sys::fs::is_regular_file(sourcePath)) {
     problem(sourcePath, " is not a file");
-  } else if (linkable) {
+  } else if (hasSource) {
     std::ifstream in(sourcePath, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
@@ -329,44 +370,38 @@ int verify(const std::string &dir) {
     const std::string reg = "const attn::BundleRegistration registration(\"";
     const size_t at = source.find(reg);
     const size_t close = at == std::string::npos ? at : source.find('"', at + reg.size());
+    const std::string registered =
+        close == std::string::npos ? "" : source.substr(at + reg.size(), close - at - reg.size());
     if (close == std::string::npos)
       problem(sourcePath, " has no bundle registration");
-    else if (source.substr(at + reg.size(), close - at - reg.size()) != head.name)
-      problem(sourcePath, " registers the bundle '" +
-                              source.substr(at + reg.size(), close - at - reg.size()) +
-                              "', the manifest names it '" + head.name + "'");
-    // Its entries, each one line in entries[].
-    std::istringstream in2(source);
-    bool inEntries = false;
-    int number = 0;
-    for (std::string text; std::getline(in2, text);) {
-      ++number;
-      if (text == "const attn::BundleEntry entries[] = {") {
-        inEntries = true;
-        continue;
-      }
-      if (!inEntries)
-        continue;
-      if (text == "};")
-        break;
-      SourceEntry e;
-      e.line = number;
-      if (!parseSourceEntry(text, e))
-        problem(sourcePath + ":" + std::to_string(number), ": not an entry attnc aot writes");
-      else
-        entries.push_back(e);
-    }
+    else if (registered != head.name)
+      problem(sourcePath, " registers the bundle '" + registered + "', the manifest names it '" +
+                              head.name + "'");
+    std::vector<int> bad;
+    linkable = sourceEntries(source, head.format, entries, bad);
+    if (!linkable)
+      problem(sourcePath, " has no entries[] list of kernels");
+    for (int number : bad)
+      problem(sourcePath + ":" + std::to_string(number), ": not an entry attnc aot writes");
   }
-  const bool sameVersion = head.version == ATTNC_VERSION;
 
   std::vector<std::pair<std::string, int>> seen; // "arch spec", line
+  bool allRead = true;                            // every line parsed: an entry no line lists is named
   for (const auto &[number, text] : lines) {
     const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
     if (!parseManifestLine(text, head.format, m)) {
       problem(where, "not a manifest line");
+      allRead = false;
       continue;
     }
+    const std::string kernel = m.arch + " " + m.spec;
+    std::vector<SourceEntry *> registering; // bundle.cpp's entries of this kernel
+    for (SourceEntry &e : entries)
+      if (e.spec == m.spec && e.arch == m.arch) {
+        registering.push_back(&e);
+        e.listed = true;
+      }
     if (!(why = checkManifestLine(m, head.format)).empty()) {
       problem(where, why);
       continue;
@@ -376,7 +411,6 @@ int verify(const std::string &dir) {
       problem(where, "its kernel takes arguments of " + std::to_string(m.params_bytes) +
                          " bytes, this attnc passes " + std::to_string(sizeof(kernel::Params)) +
                          " (rebuild the bundle with this attnc's `attnc aot`)");
-    const std::string kernel = m.arch + " " + m.spec;
     bool again = false;
     for (const auto &[other, at] : seen)
       if (other == kernel) {
@@ -384,25 +418,27 @@ int verify(const std::string &dir) {
         again = true;
       }
     seen.push_back({kernel, number});
-    // The launch shape this attnc gives the spec (checkManifestLine parsed it):
-    // an edited number would launch the cubin wrongly.
-    Spec spec = *parseSpec(m.spec).spec;
+    const LaunchColumns says = launchColumns(m.threads, m.shared_bytes, m.merge_threads,
+                                             m.cluster_merge, m.pair_shared_bytes, head.format);
+    // The launch shape this attnc gives the spec (checkManifestLine parsed it).
     CudaLaunchShape shape;
     std::string emitted;
-    if (sameVersion && emitCudaForSpec(spec, emitted, shape, why)) {
-      std::vector<std::tuple<const char *, long long, long long>> columns = {
-          {"threads", m.threads, shape.threads},
-          {"shared_bytes", m.shared_bytes, shape.shared_bytes},
-          {"merge_threads", m.merge_threads, shape.merge_threads}};
-      if (head.format >= 2) {
-        columns.push_back({"cluster_merge", m.cluster_merge, shape.cluster_merge ? 1 : 0});
-        columns.push_back({"pair_shared_bytes", m.pair_shared_bytes, shape.pair_shared_bytes});
-      }
-      for (const auto &[column, says, emits] : columns)
-        if (says != emits)
-          problem(where, std::string(column) + " = " + std::to_string(says) + ", but attnc " +
-                             ATTNC_VERSION + " launches this spec's kernel with " +
-                             std::to_string(emits) + " (an edited line?)");
+    if (!emitCudaForSpec(*parseSpec(m.spec).spec, emitted, shape, why)) {
+      llvm::errs() << "attnc aot: note: " << where << "this attnc does not emit the spec's kernel ("
+                   << why << "): its launch shape is not compared\n";
+      ++notes;
+    } else {
+      const LaunchColumns emits =
+          launchColumns(shape.threads, shape.shared_bytes, shape.merge_threads,
+                        shape.cluster_merge ? 1 : 0, shape.pair_shared_bytes, head.format);
+      for (size_t i = 0; i < says.size(); ++i)
+        if (says[i].second != emits[i].second) {
+          llvm::errs() << "attnc aot: note: " << where << says[i].first << " = " << says[i].second
+                       << ", this attnc gives the spec's kernel " << emits[i].second
+                       << " (an edited line, or a bundle of an earlier attnc: rebuild it to be "
+                          "sure)\n";
+          ++notes;
+        }
     }
     // The cubins in the folder: their sizes and checksums, then their kernels' names.
     std::vector<unsigned char> cubin, pairCubin;
@@ -410,8 +446,8 @@ int verify(const std::string &dir) {
     if (!readMain)
       problem(where, why);
     const bool listsPair = !m.pair_cubin.empty();
-    const bool readPair =
-        !listsPair || readManifestCubin(dir, m.pair_cubin, m.pair_bytes, m.pair_fnv1a, pairCubin, why);
+    const bool readPair = !listsPair || readManifestCubin(dir, m.pair_cubin, m.pair_bytes,
+                                                          m.pair_fnv1a, pairCubin, why);
     if (!readPair)
       problem(where, why);
     // The cubins define the kernels the line's spec names (the loader looks them up by name).
@@ -422,22 +458,15 @@ int verify(const std::string &dir) {
 
     // bundle.cpp's entry of this kernel: its arrays hold the manifest's bytes,
     // its launch shape is the manifest's.
-    SourceEntry *e = nullptr;
-    for (SourceEntry &candidate : entries)
-      if (candidate.spec == m.spec && candidate.arch == m.arch) {
-        if (e)
-          problem(where, "bundle.cpp registers " + kernel + " twice (lines " +
-                             std::to_string(e->line) + " and " +
-                             std::to_string(candidate.line) + ")");
-        else
-          e = &candidate;
-        candidate.listed = true;
-      }
-    if (!e) {
+    if (registering.empty()) {
       problem(where, "bundle.cpp does not register " + kernel);
       continue;
     }
-    const std::string entryAt = "bundle.cpp:" + std::to_string(e->line) + " registers " + kernel;
+    const SourceEntry &e = *registering[0];
+    if (registering.size() > 1)
+      problem(where, "bundle.cpp registers " + kernel + " twice (lines " + std::to_string(e.line) +
+                         " and " + std::to_string(registering[1]->line) + ")");
+    const std::string entryAt = "bundle.cpp:" + std::to_string(e.line) + " registers " + kernel;
     auto sameBytes = [&](const std::string &array, long long size, const std::string &sum,
                          bool fileMatches) {
       std::vector<char> embedded;
@@ -453,41 +482,38 @@ int verify(const std::string &dir) {
                            std::to_string(size) + " bytes, " + sum + ")" +
                            (fileMatches ? "" : ": the manifest line may be what changed"));
     };
-    sameBytes(e->cubin, m.bytes, m.fnv1a, readMain);
-    if (listsPair != !e->pairCubin.empty())
+    sameBytes(e.cubin, m.bytes, m.fnv1a, readMain);
+    if (listsPair != !e.pairCubin.empty())
       problem(where, entryAt + (listsPair ? " without" : " with") +
                          " a pair kernel's cubin, the manifest " +
                          (listsPair ? "lists one" : "does not list one"));
     else if (listsPair)
-      sameBytes(e->pairCubin, m.pair_bytes, m.pair_fnv1a, readPair);
-    std::vector<std::tuple<const char *, long long, long long>> columns = {
-        {"threads", m.threads, e->threads},
-        {"shared_bytes", m.shared_bytes, e->shared_bytes},
-        {"merge_threads", m.merge_threads, e->merge_threads}};
+      sameBytes(e.pairCubin, m.pair_bytes, m.pair_fnv1a, readPair);
+    LaunchColumns registers = launchColumns(e.threads, e.shared_bytes, e.merge_threads,
+                                            e.cluster_merge, e.pair_shared_bytes, head.format);
+    LaunchColumns manifestSays = says;
     if (head.format >= 2) {
-      columns.push_back({"cluster_merge", m.cluster_merge, e->cluster_merge});
-      columns.push_back({"pair_shared_bytes", m.pair_shared_bytes, e->pair_shared_bytes});
-      columns.push_back({"params_bytes", m.params_bytes, e->params_bytes});
+      registers.push_back({"params_bytes", e.params_bytes});
+      manifestSays.push_back({"params_bytes", m.params_bytes});
     }
-    for (const auto &[column, says, registers] : columns)
-      if (says != registers)
-        problem(where, entryAt + " with " + column + " " + std::to_string(registers) +
-                           ", the manifest says " + std::to_string(says));
+    for (size_t i = 0; i < registers.size(); ++i)
+      if (registers[i].second != manifestSays[i].second)
+        problem(where, entryAt + " with " + registers[i].first + " " +
+                           std::to_string(registers[i].second) + ", the manifest says " +
+                           std::to_string(manifestSays[i].second));
   }
   // bundle.cpp registers no kernel the manifest does not list.
   for (const SourceEntry &e : entries)
-    if (!e.listed)
+    if (allRead && !e.listed)
       problem(sourcePath + ":" + std::to_string(e.line),
               ": registers " + e.arch + " " + e.spec + ", which no manifest line lists");
   if (problems)
     return fail(counted(problems, "problem") + " in " + dir);
   llvm::outs() << dir << ": " << counted(kernels, "kernel")
-               << (linkable ? ", cubins and bundle.cpp match the manifest"
-                            : ", cubins match the manifest (no bundle.cpp: a folder to load at "
-                              "run time, not to link)")
-               << (sameVersion ? ""
-                               : " (built by attnc " + head.version + ": the launch shapes were "
-                                 "not compared with this attnc's, " ATTNC_VERSION ")")
+               << (hasSource ? ", cubins and bundle.cpp match the manifest"
+                             : ", cubins match the manifest (no bundle.cpp: a folder to load at "
+                               "run time, not to link)")
+               << (notes ? " (" + counted(notes, "note") + " above)" : "")
                << (head.format < kManifestFormat
                        ? " (manifest format " + std::to_string(head.format) +
                              ": it cannot be loaded at run time; rebuild it to load it)\n"

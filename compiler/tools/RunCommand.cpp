@@ -91,10 +91,27 @@ MemoryLimit usableMemory() {
   auto gib = [](double b) { return llvm::formatv("{0:f1} GiB", b / double(1ull << 30)).str(); };
   const double physical = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   MemoryLimit m{physical, "this machine's " + gib(physical)};
-  // A control group's limit (v2, then v1: v1 says "no limit" with a huge number).
-  for (const char *file :
-       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    const double limit = limitInFile(file);
+  // A control group's limit: that of the process's group and of each group
+  // above it, as /proc/self/cgroup names them (v2: "0::/path", memory.max;
+  // v1: "N:memory:/path", memory.limit_in_bytes, which says "no limit" with
+  // a number past any machine's memory).
+  std::vector<std::string> files;
+  std::ifstream groups("/proc/self/cgroup");
+  for (std::string line; std::getline(groups, line);) {
+    const bool v2 = line.rfind("0::", 0) == 0;
+    const size_t memory = line.find(":memory:");
+    if (!v2 && memory == std::string::npos)
+      continue;
+    const std::string base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    const std::string file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+    for (std::string path = line.substr(v2 ? 3 : memory + 8);; path.resize(path.rfind('/'))) {
+      files.push_back(base + (path == "/" ? "" : path) + file);
+      if (path.empty() || path == "/" || path.find('/') == std::string::npos)
+        break;
+    }
+  }
+  for (const std::string &file : files) {
+    const double limit = limitInFile(file.c_str());
     if (limit > 0 && limit < m.bytes)
       m = {limit, "the " + gib(limit) + " of this process's control group (memory limit)"};
   }

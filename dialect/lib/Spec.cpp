@@ -172,6 +172,31 @@ int64_t sharedMemoryLimit(Target target) {
   return 0;
 }
 
+std::string launchShapeProblem(const Spec &spec, int64_t threads, int64_t sharedBytes,
+                               int64_t mergeThreads, bool clusterMerge, int64_t pairSharedBytes) {
+  const bool decode = spec.mode == Mode::Decode, sm90a = spec.target == Target::SM90a;
+  const int64_t limit = sharedMemoryLimit(spec.target);
+  auto outside = [&](const char *column, int64_t bytes) {
+    return std::string(column) + " = " + std::to_string(bytes) + ": not in 0.." +
+           std::to_string(limit) + " (the most a thread block of " + name(spec.target) + " gets)";
+  };
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    return "threads = " + std::to_string(threads) + ": not a multiple of 32 in 32..1024";
+  if (sharedBytes < 0 || sharedBytes > limit)
+    return outside("shared_bytes", sharedBytes);
+  if (mergeThreads < (decode ? 1 : 0) || mergeThreads > 1024)
+    return "merge_threads = " + std::to_string(mergeThreads) +
+           (decode ? ": a decode kernel's merge takes 1..1024 threads" : ": not in 0..1024");
+  if (clusterMerge && !(decode && sm90a))
+    return "cluster_merge = 1 is for decode kernels of target sm_90a";
+  if (pairSharedBytes != 0 && !(decode && sm90a))
+    return "pair_shared_bytes = " + std::to_string(pairSharedBytes) +
+           " is for decode kernels of target sm_90a";
+  if (pairSharedBytes < 0 || pairSharedBytes > limit)
+    return outside("pair_shared_bytes", pairSharedBytes);
+  return "";
+}
+
 /// The query rows a block keeps in shared memory: prefill's tile, or the 16
 /// rows of one mma tile that decode blocks take at a time (a GQA group's
 /// heads for the step's tokens, in passes of 16).

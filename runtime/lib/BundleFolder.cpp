@@ -202,7 +202,6 @@ bool readManifestHead(std::istream &in, ManifestHead &out, std::string &why) {
           "'NAME': N kernels)";
     return false;
   }
-  out.version = first.substr(8, at - 8);
   out.name = first.substr(at + head.size(), close - at - head.size());
   out.format = manifestFormat(second);
   if (out.format == 0) {
@@ -220,10 +219,6 @@ bool manifestKernelLine(std::string &line) {
   return text != std::string::npos && line[text] != '#';
 }
 
-namespace {
-constexpr long long kMostSharedBytes = 227 * 1024;
-} // namespace
-
 std::string checkManifestLine(const ManifestLine &m, int format) {
   SpecResult spec = parseSpec(m.spec);
   if (!spec)
@@ -236,28 +231,19 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
   if (m.arch != name(spec.spec->target))
     return "architecture " + m.arch + " for a spec of target " + name(spec.spec->target) +
            " (attnc aot writes the target's)";
-  // The launch shape's numbers, in the ranges a launch takes.
-  if (m.threads < 1 || m.threads > 1024)
-    return "threads not in 1..1024";
-  // No GPU gives a block more than 227 KiB of shared memory (sm_90).
-  if (m.shared_bytes < 0 || m.shared_bytes > kMostSharedBytes)
-    return "shared_bytes = " + std::to_string(m.shared_bytes) + ": not in 0.." +
-           std::to_string(kMostSharedBytes) + " (227 KiB, the most a GPU gives a block)";
-  if (m.merge_threads < 0 || m.merge_threads > 1024)
-    return "merge_threads not in 0..1024";
+  // The launch shape's numbers, as a launch of the spec's kernels takes them.
+  if (format >= 2 && m.cluster_merge != 0 && m.cluster_merge != 1)
+    return "cluster_merge not 0 or 1";
+  if (std::string why = launchShapeProblem(*spec.spec, m.threads, m.shared_bytes, m.merge_threads,
+                                           m.cluster_merge == 1, m.pair_shared_bytes);
+      !why.empty())
+    return why;
   if (m.bytes < 1)
     return "bytes = " + std::to_string(m.bytes) + ": " + m.cubin + "'s size must be positive";
   if (!m.pair_cubin.empty() && m.pair_bytes < 1)
     return "pair_bytes = " + std::to_string(m.pair_bytes) + ": " + m.pair_cubin +
            "'s size must be positive";
   if (format >= 2) {
-    if (m.cluster_merge != 0 && m.cluster_merge != 1)
-      return "cluster_merge not 0 or 1";
-    if (m.cluster_merge == 1 && spec.spec->target != Target::SM90a)
-      return "cluster_merge = 1 for " + m.arch + ": thread-block clusters need sm_90a";
-    if (m.pair_shared_bytes < 0 || m.pair_shared_bytes > kMostSharedBytes)
-      return "pair_shared_bytes = " + std::to_string(m.pair_shared_bytes) + ": not in 0.." +
-             std::to_string(kMostSharedBytes) + " (227 KiB, the most a GPU gives a block)";
     if (m.params_bytes < 1)
       return "params_bytes = " + std::to_string(m.params_bytes) +
              ": the kernels' argument size must be positive";

@@ -486,15 +486,21 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
         std::string::npos);
   // Launch sizes out of range are named with their line, not narrowed.
   for (const auto &[from, to, why] : std::vector<std::array<std::string, 3>>{
-           {" 384 99328 ", " 0 99328 ", "threads not in 1..1024"},
+           {" 384 99328 ", " 0 99328 ", "threads = 0: not a multiple of 32 in 32..1024"},
            {" 384 99328 ", " 384 4294967296 ", "shared_bytes = 4294967296: not in 0..232448"},
-           {" 384 99328 ", " 384 232449 ", "shared_bytes = 232449: not in 0..232448 (227 KiB"},
+           {" 384 99328 ", " 384 232449 ",
+            "shared_bytes = 232449: not in 0..232448 (the most a thread block of sm_90a gets)"},
+           {" 384 99328 0 0 ", " 384 99328 0 1 ",
+            "cluster_merge = 1 is for decode kernels of target sm_90a"},
+           {" 128 51200 128 ", " 128 51200 0 ",
+            "merge_threads = 0: a decode kernel's merge takes 1..1024 threads"},
            {" 128 1 100352 ", " 128 1 232449 ", "pair_shared_bytes = 232449: not in 0..232448"},
            {" 128 51200 128 1 ", " 128 51200 128 2 ", "cluster_merge not 0 or 1"}}) {
     dir = makeFolder("range");
     editManifest(dir, from, to);
-    CHECK(refusal(dir).find("manifest.txt:" + std::string(why[0] == 'c' || why[0] == 'p' ? "4" : "3") + ": " +
-                            why) != std::string::npos);
+    const bool decodeLine = from.rfind(" 128 ", 0) == 0; // line 4; the prefill one is line 3
+    CHECK(refusal(dir).find("manifest.txt:" + std::string(decodeLine ? "4" : "3") + ": " + why) !=
+          std::string::npos);
   }
   dir = makeFolder("outside");
   editManifest(dir, "cubins/a.cubin", "../a.cubin");

@@ -541,11 +541,15 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
            {"// attnc 0.1.0: head_dim=100\n// launch: threads=128 shared_bytes=0" + body,
             "the kernel's first line: invalid spec: head_dim = 100"},
            {"// attnc 0.1.0: head_dim=64\n// launch: threads=100 shared_bytes=0" + body,
-            "the kernel's launch line gives no valid thread count"},
+            "the kernel's launch line: threads = 100: not a multiple of 32 in 32..1024"},
+           {"// attnc 0.1.0: head_dim=64\n// launch: threads=128 shared_bytes=232449" + body,
+            "the kernel's launch line: shared_bytes = 232449: not in 0..232448 (the most a "
+            "thread block of sm_90a gets)"},
            {"// attnc 0.1.0: head_dim=64\n// launch: threads=128 smem=5" + body,
             "the kernel's launch line: 'smem=5' is not"},
            {"// attnc 0.1.0: mode=decode,page_size=1\n// launch: threads=128 shared_bytes=0" + body,
-            "the kernel's launch line gives no valid thread count"},
+            "the kernel's launch line: merge_threads = 0: a decode kernel's merge takes 1..1024 "
+            "threads"},
            {"// attnc 0.1.0: target=cpu\n// launch: threads=128 shared_bytes=0" + body,
             "the kernel's spec has target = cpu"},
            {"// attnc 0.1.0: mode=decode,page_size=16\n// launch: threads=128 shared_bytes=0 "
@@ -553,12 +557,12 @@ TEST_CASE("an emitted kernel's first lines give back its spec and launch shape",
             "the kernel's launch line: 'cluster_merge=2' is not"},
            {"// attnc 0.1.0: mode=decode,page_size=16,target=sm_80\n// launch: threads=128 "
             "shared_bytes=0 merge_threads=128 cluster_merge=1" + body,
-            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"},
+            "the kernel's launch line: cluster_merge = 1 is for decode kernels of target sm_90a"},
            {"// attnc 0.1.0: head_dim=64\n// launch: threads=128 shared_bytes=0 cluster_merge=1" + body,
-            "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a"},
+            "the kernel's launch line: cluster_merge = 1 is for decode kernels of target sm_90a"},
            {"// attnc 0.1.0: mode=decode,page_size=16,target=sm_80\n// launch: threads=128 "
             "shared_bytes=0 merge_threads=128 pair_shared_bytes=4096" + body,
-            "the kernel's launch line: pair_shared_bytes is for decode kernels of target sm_90a"}}) {
+            "the kernel's launch line: pair_shared_bytes = 4096 is for decode kernels of target sm_90a"}}) {
     Spec spec;
     CudaLaunchShape shape;
     std::string error;

@@ -332,18 +332,11 @@ bool readCudaHeader(const std::string &source, Spec &spec, CudaLaunchShape &shap
     *slot = static_cast<int>(value);
   }
   shape.cluster_merge = clusterMerge == 1;
-  if (shape.cluster_merge && (!shape.decode || spec.target != Target::SM90a)) {
-    error = "the kernel's launch line: cluster_merge=1 is for decode kernels of target sm_90a";
-    return false;
-  }
-  if (shape.pair_shared_bytes > 0 && (!shape.decode || spec.target != Target::SM90a)) {
-    error = "the kernel's launch line: pair_shared_bytes is for decode kernels of target sm_90a";
-    return false;
-  }
-  if (shape.threads <= 0 || shape.threads > 1024 || shape.threads % 32 != 0 ||
-      (shape.decode && shape.merge_threads <= 0)) {
-    error = "the kernel's launch line gives no valid thread count (a multiple of 32, at most "
-            "1024" + std::string(shape.decode ? ", and merge_threads for decode)" : ")");
+  if (std::string why = launchShapeProblem(spec, shape.threads, shape.shared_bytes,
+                                           shape.merge_threads, shape.cluster_merge,
+                                           shape.pair_shared_bytes);
+      !why.empty()) {
+    error = "the kernel's launch line: " + why;
     return false;
   }
   return true;

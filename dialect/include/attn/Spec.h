@@ -165,6 +165,15 @@ inline int wsComputingThreads(const Spec &spec) { return static_cast<int>(spec.t
 /// Largest dynamic shared memory per block of a GPU target.
 int64_t sharedMemoryLimit(Target target);
 
+/// Why a GPU kernel of `spec` cannot be launched with this shape (the one
+/// the emitter gives it, as a bundle's manifest or an edited kernel's launch
+/// line says it), or "": threads a multiple of 32 in 32..1024; shared memory
+/// within the target's limit; a decode kernel's merge kernel of 1..1024
+/// threads (0..1024 for prefill, which has none); a cluster merge and a pair
+/// kernel only for decode kernels of target sm_90a.
+std::string launchShapeProblem(const Spec &spec, int64_t threads, int64_t sharedBytes,
+                               int64_t mergeThreads, bool clusterMerge, int64_t pairSharedBytes);
+
 /// The names and spellings used everywhere (CLI, attribute, C++).
 const char *name(Mode m);
 const char *name(DType d);

@@ -60,7 +60,6 @@ int manifestFormat(const std::string &secondLine);
 /// A manifest's first two lines: the bundle's name and the number of kernels
 /// (line 1, "# attnc X.Y.Z AOT bundle 'NAME': N kernels"), the format (line 2).
 struct ManifestHead {
-  std::string version; ///< of the attnc that wrote it
   std::string name;
   long long kernels = 0;
   int format = 0;
