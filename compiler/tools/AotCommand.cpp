@@ -231,9 +231,9 @@ struct SourceEntry {
   bool listed = false; ///< a manifest line names its kernel
 };
 
-/// Parses one entry line ("    {\"SPEC\", \"ARCH\", cubin0, sizeof cubin0, 128, ...},") of a
-/// bundle whose manifest has `format` (format 1's entries end before params_bytes).
-bool parseSourceEntry(std::string text, int format, SourceEntry &e) {
+/// Parses one entry line ("    {\"SPEC\", \"ARCH\", cubin0, sizeof cubin0, 128, ...},"): the
+/// entries of bundles of manifest format 1 end before params_bytes (then -1).
+bool parseSourceEntry(std::string text, SourceEntry &e) {
   if (text.size() < 8 || text.compare(0, 6, "    {\"") != 0 ||
       text.compare(text.size() - 2, 2, "},") != 0)
     return false;
@@ -246,7 +246,7 @@ bool parseSourceEntry(std::string text, int format, SourceEntry &e) {
       break;
     at = comma + 2;
   }
-  if (f.size() != (format >= 2 ? 12u : 11u))
+  if (f.size() != 11 && f.size() != 12)
     return false;
   auto quoted = [](const std::string &s, std::string &out) {
     if (s.size() < 2 || s.front() != '"' || s.back() != '"')
@@ -269,7 +269,7 @@ bool parseSourceEntry(std::string text, int format, SourceEntry &e) {
          number(f[8], e.pair_shared_bytes) &&
          (e.pairCubin.empty() ? number(f[10], pairSize) && pairSize == 0
                               : f[10] == "sizeof " + e.pairCubin) &&
-         (format < 2 || number(f[11], e.params_bytes));
+         (f.size() == 11 ? (e.params_bytes = -1, true) : number(f[11], e.params_bytes));
 }
 
 /// A launch shape's columns by name, as a manifest of `format` has them
@@ -284,31 +284,30 @@ LaunchColumns launchColumns(long long threads, long long sharedBytes, long long 
   return c;
 }
 
-/// bundle.cpp's entries[], its lines that are not entries in `bad`; false
-/// when it has no entries[] at all.
-bool sourceEntries(const std::string &source, int format, std::vector<SourceEntry> &entries,
-                   std::vector<int> &bad) {
+/// bundle.cpp's entries[] (`source` with LF line ends), its lines that are
+/// not entries in `bad`; "" or why there is no whole entries[] list.
+std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &entries,
+                          std::vector<int> &bad) {
   std::istringstream in(source);
   bool inEntries = false;
   int number = 0;
   for (std::string text; std::getline(in, text);) {
     ++number;
-    if (!text.empty() && text.back() == '\r')
-      text.pop_back();
     if (!inEntries) {
       inEntries = text == "const attn::BundleEntry entries[] = {";
       continue;
     }
     if (text == "};")
-      return true;
+      return "";
     SourceEntry e;
     e.line = number;
-    if (parseSourceEntry(text, format, e))
+    if (parseSourceEntry(text, e))
       entries.push_back(e);
     else
       bad.push_back(number);
   }
-  return false;
+  return inEntries ? " ends inside its entries[] list (cut short?)"
+                   : " has no entries[] list of kernels";
 }
 
 /// `attnc aot --verify DIR`: every kernel line of the manifest passes the
@@ -365,33 +364,50 @@ int verify(const std::string &dir) {
     std::ifstream in(sourcePath, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    source = text.str();
-    // Its registration names the manifest's bundle.
-    const std::string reg = "const attn::BundleRegistration registration(\"";
+    // CRLF line ends (a checkout that converts them) compile the same: read as LF.
+    for (char c : text.str())
+      if (c != '\r')
+        source += c;
+    // Its registration, at the start of a line: the manifest's bundle, all of entries[].
+    const std::string reg = "\nconst attn::BundleRegistration registration(\"";
     const size_t at = source.find(reg);
     const size_t close = at == std::string::npos ? at : source.find('"', at + reg.size());
+    const size_t end = close == std::string::npos ? close : source.find('\n', close);
     const std::string registered =
         close == std::string::npos ? "" : source.substr(at + reg.size(), close - at - reg.size());
+    const std::string whole = "\", entries, sizeof entries / sizeof entries[0]);";
     if (close == std::string::npos)
-      problem(sourcePath, " has no bundle registration");
+      problem(sourcePath, " has no bundle registration (const attn::BundleRegistration "
+                          "registration(...) at the start of a line)");
     else if (registered != head.name)
       problem(sourcePath, " registers the bundle '" + registered + "', the manifest names it '" +
                               head.name + "'");
+    else if (source.compare(close, end - close, whole) != 0)
+      problem(sourcePath, " registers other than all of entries[]: " +
+                              source.substr(at + 1, end - at - 1));
     std::vector<int> bad;
-    linkable = sourceEntries(source, head.format, entries, bad);
-    if (!linkable)
-      problem(sourcePath, " has no entries[] list of kernels");
+    if (std::string why = sourceEntries(source, entries, bad); !why.empty())
+      problem(sourcePath, why);
+    else
+      linkable = true;
     for (int number : bad)
       problem(sourcePath + ":" + std::to_string(number), ": not an entry attnc aot writes");
   }
 
   std::vector<std::pair<std::string, int>> seen; // "arch spec", line
-  bool allRead = true;                            // every line parsed: an entry no line lists is named
+  bool allRead = true; // every line sound: an entry that no line lists is named
   for (const auto &[number, text] : lines) {
     const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
     if (!parseManifestLine(text, head.format, m)) {
-      problem(where, "not a manifest line");
+      std::istringstream words(text);
+      const auto columns = std::distance(std::istream_iterator<std::string>(words),
+                                         std::istream_iterator<std::string>());
+      const int least = head.format == 1 ? 10 : 13;
+      problem(where, "not a manifest line of format " + std::to_string(head.format) + " (" +
+                         counted(columns, "column") + ": line 2 names " + std::to_string(least) +
+                         ", or " + std::to_string(least + 3) +
+                         " with a pair kernel, a number where one belongs)");
       allRead = false;
       continue;
     }
@@ -404,6 +420,7 @@ int verify(const std::string &dir) {
       }
     if (!(why = checkManifestLine(m, head.format)).empty()) {
       problem(where, why);
+      allRead = false;
       continue;
     }
     // The kernels' arguments: what this attnc's runtime passes (format 2 records it).
@@ -420,6 +437,24 @@ int verify(const std::string &dir) {
     seen.push_back({kernel, number});
     const LaunchColumns says = launchColumns(m.threads, m.shared_bytes, m.merge_threads,
                                              m.cluster_merge, m.pair_shared_bytes, head.format);
+    // The cubins in the folder: their sizes and checksums, then their kernels' names.
+    std::vector<unsigned char> cubin, pairCubin;
+    const bool readMain = readManifestCubin(dir, m.cubin, m.bytes, m.fnv1a, cubin, why);
+    if (!readMain)
+      problem(where, why);
+    const bool listsPair = !m.pair_cubin.empty();
+    const bool readPair = !listsPair || readManifestCubin(dir, m.pair_cubin, m.pair_bytes,
+                                                          m.pair_fnv1a, pairCubin, why);
+    if (!readPair)
+      problem(where, why);
+    // The cubins define the kernels the line's spec names (the loader looks them up by name).
+    // Where they do not, the line's spec or its cubins changed: bundle.cpp, registered by
+    // spec, says nothing more.
+    if (readMain && readPair && !(why = checkCubinKernels(m, cubin, pairCubin)).empty()) {
+      problem(where, why);
+      allRead = false;
+      continue;
+    }
     // The launch shape this attnc gives the spec (checkManifestLine parsed it).
     CudaLaunchShape shape;
     std::string emitted;
@@ -440,19 +475,6 @@ int verify(const std::string &dir) {
           ++notes;
         }
     }
-    // The cubins in the folder: their sizes and checksums, then their kernels' names.
-    std::vector<unsigned char> cubin, pairCubin;
-    const bool readMain = readManifestCubin(dir, m.cubin, m.bytes, m.fnv1a, cubin, why);
-    if (!readMain)
-      problem(where, why);
-    const bool listsPair = !m.pair_cubin.empty();
-    const bool readPair = !listsPair || readManifestCubin(dir, m.pair_cubin, m.pair_bytes,
-                                                          m.pair_fnv1a, pairCubin, why);
-    if (!readPair)
-      problem(where, why);
-    // The cubins define the kernels the line's spec names (the loader looks them up by name).
-    if (readMain && readPair && !(why = checkCubinKernels(m, cubin, pairCubin)).empty())
-      problem(where, why);
     if (!linkable || again)
       continue;
 
@@ -492,7 +514,7 @@ int verify(const std::string &dir) {
     LaunchColumns registers = launchColumns(e.threads, e.shared_bytes, e.merge_threads,
                                             e.cluster_merge, e.pair_shared_bytes, head.format);
     LaunchColumns manifestSays = says;
-    if (head.format >= 2) {
+    if (head.format >= 2 && e.params_bytes >= 0) {
       registers.push_back({"params_bytes", e.params_bytes});
       manifestSays.push_back({"params_bytes", m.params_bytes});
     }

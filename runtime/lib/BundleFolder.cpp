@@ -226,7 +226,10 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
   if (!spec.spec->isGPU())
     return "a cpu spec in an AOT bundle";
   if (spec.spec->str() != m.spec)
-    return "the spec is not in canonical form (" + spec.spec->str() + ")";
+    return "the spec is not in canonical form (" + spec.spec->str() + ")" +
+           (m.arch != name(spec.spec->target)
+                ? ", and its target is not the line's architecture " + m.arch
+                : std::string());
   // attnc aot builds each spec for its target's architecture.
   if (m.arch != name(spec.spec->target))
     return "architecture " + m.arch + " for a spec of target " + name(spec.spec->target) +
@@ -252,9 +255,15 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
       return m.pair_cubin.empty() ? "pair_shared_bytes without its pair cubin (a line cut short?)"
                                   : "a pair cubin without pair_shared_bytes";
   }
-  for (const std::string *file : {&m.cubin, &m.pair_cubin})
+  for (const std::string *file : {&m.cubin, &m.pair_cubin}) {
     if (!file->empty() && !insideFolder(*file))
       return *file + ": a cubin must lie in the bundle folder";
+    // attnc aot names them so; another word here is a column out of place.
+    if (!file->empty() &&
+        (file->size() < 6 || file->compare(file->size() - 6, 6, ".cubin") != 0))
+      return "'" + *file + "' in the " + (file == &m.cubin ? "cubin" : "pair_cubin") +
+             " column is not a .cubin file (do the line's columns match line 2's?)";
+  }
   return "";
 }
 
