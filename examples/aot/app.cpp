@@ -6,7 +6,8 @@
 // mode (no NVRTC: a spec missing from the bundle is an error, shown at the
 // end), launches it through attn::attention (the one call that derives the
 // spec from the tensors) on random inputs and checks the output against the
-// fp64 reference.
+// fp64 reference. The decode kernel also serves a step of three query tokens
+// (a spec of tile_q = 3, which no line of the bundle names).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,38 +45,32 @@ int main() {
   rt->setAotOnly(true);
   const CudaDriver *cu = CudaDriver::get(error);
   std::mt19937_64 rng(1);
-  int checked = 0;
-  for (const BundleEntry *e : kernels) {
-    SpecResult spec = parseSpec(e->spec);
-    if (!spec || rt->target() != spec.spec->target)
-      continue; // built for the other architecture
-    // Random sequences (ragged, 2 KV heads) on the device; the output is NaN
-    // until the kernel writes it.
-    const bool decode = spec.spec->mode == Mode::Decode;
-    const std::vector<std::pair<int64_t, int64_t>> lengths =
-        decode ? std::vector<std::pair<int64_t, int64_t>>{{1, 300}, {1, 1000}, {1, 17}}
-               : std::vector<std::pair<int64_t, int64_t>>{{200, 200}, {77, 500}};
-    harness::Batch<float> batch = harness::randomBatch<float>(*spec.spec, lengths, 2, rng);
+  // One attn::attention call on random sequences (ragged, 2 KV heads) with
+  // these (query, key) lengths, checked against the fp64 reference.
+  auto check = [&](const BundleEntry *e, const Spec &spec,
+                   const std::vector<std::pair<int64_t, int64_t>> &lengths) {
+    harness::Batch<float> batch = harness::randomBatch<float>(spec, lengths, 2, rng);
     harness::roundInputs(batch);
-    KernelLookup k = rt->kernel(*spec.spec);
+    KernelLookup k = rt->kernel(spec);
     if (!k) {
       std::printf("%s: %s\n", e->spec, k.error.c_str());
-      return 1;
+      return false;
     }
-    const double scale = 1.0 / std::sqrt(double(spec.spec->head_dim));
+    // On the device; the output is NaN until the kernel writes it.
+    const double scale = 1.0 / std::sqrt(double(spec.head_dim));
     std::unique_ptr<harness::DeviceBatch> d = harness::uploadBatch(cu, *k.kernel, batch, scale, 0);
     // One call, like torch's scaled_dot_product_attention: attn::attention
     // derives the spec from the tensors' shapes and dtypes and the mask, and
     // takes the kernel from the bundle (AOT-only: no NVRTC).
     const AttentionArgs &a = d->args;
-    const int64_t hq = a.num_q_heads, hkv = a.num_kv_heads, dh = spec.spec->head_dim;
-    const DType t = spec.spec->dtype;
+    const int64_t hq = a.num_q_heads, hkv = a.num_kv_heads, dh = spec.head_dim;
+    const DType t = spec.dtype;
     AttentionCall call;
     call.q = call.out = {a.q, {a.total_q, hq, dh}, t};
     call.out.data = a.o;
     std::vector<int64_t> kv = {a.total_kv, hkv, dh};
-    if (spec.spec->isPaged())
-      kv = {a.num_pages, spec.spec->page_size, hkv, dh};
+    if (spec.isPaged())
+      kv = {a.num_pages, spec.page_size, hkv, dh};
     call.k = {a.k, kv, t};
     call.v = {a.v, kv, t};
     call.cu_seqlens_q = a.cu_seqlens_q;
@@ -86,13 +81,13 @@ int main() {
     call.batch = a.batch;
     call.max_q_len = a.max_q_len;
     call.max_kv_len = a.max_kv_len;
-    call.causal = spec.spec->mask.kind == MaskKind::Causal;
+    call.causal = spec.mask.kind == MaskKind::Causal;
     call.workspace = a.workspace;
     call.workspace_bytes = a.workspace_bytes;
     if (!d->error.empty() || !attention(*rt, call, nullptr, error) ||
         cu->cuCtxSynchronize() != CUDA_SUCCESS) {
       std::printf("%s: %s%s\n", e->spec, d->error.c_str(), error.c_str());
-      return 1;
+      return false;
     }
     std::vector<harness::SequenceOutputs> outs = harness::downloadOutputs(*d, batch, error);
     harness::Errors errors;
@@ -100,12 +95,30 @@ int main() {
       harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors);
     const bool ok = error.empty() && errors.nan == 0 && errors.relative() < 1e-2 &&
                     errors.fullyMaskedWrong == 0;
-    std::printf("%s: from %s in %.3f ms; attn::attention on %zu sequences: relative error %.1e "
-                "against the fp64 reference, %s\n",
-                spec.spec->symbol().c_str(), name(k.source), k.seconds * 1e3, outs.size(),
+    std::printf("%s: from %s in %.3f ms; attn::attention on %zu sequences of %lld query "
+                "token%s: relative error %.1e against the fp64 reference, %s\n",
+                k.kernel->spec().symbol().c_str(), name(k.source), k.seconds * 1e3, outs.size(),
+                static_cast<long long>(a.max_q_len), a.max_q_len == 1 ? "" : "s",
                 errors.relative(), ok ? "ok" : "WRONG");
-    if (!ok)
+    return ok;
+  };
+  int checked = 0;
+  for (const BundleEntry *e : kernels) {
+    SpecResult spec = parseSpec(e->spec);
+    if (!spec || rt->target() != spec.spec->target)
+      continue; // built for the other architecture
+    if (spec.spec->mode == Mode::Decode) {
+      // A decode step of one token, then a speculative step of three: the
+      // same bundled kernel serves both (decode kernels take any token count).
+      if (!check(e, *spec.spec, {{1, 300}, {1, 1000}, {1, 17}}))
+        return 1;
+      Spec three = *spec.spec;
+      three.tile_q = 3;
+      if (!check(e, three, {{3, 300}, {3, 1000}, {3, 17}}))
+        return 1;
+    } else if (!check(e, *spec.spec, {{200, 200}, {77, 500}})) {
       return 1;
+    }
     ++checked;
   }
   // Not in the bundle: AOT-only mode refuses to compile it.

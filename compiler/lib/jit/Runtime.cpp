@@ -126,9 +126,22 @@ KernelLookup Runtime::build(const Spec &spec) {
   CacheLookup cubin;
   // A bundle built for this architecture, or for sm_80 on any 8.x GPU (its
   // cubins run on every minor revision of the major).
-  const BundleEntry *aot = findBundledKernel(spec.str(), arch_);
-  if (!aot && ccMajor_ == 8)
-    aot = findBundledKernel(spec.str(), "sm_80");
+  auto bundled = [&](const Spec &s) {
+    const BundleEntry *e = findBundledKernel(s.str(), arch_);
+    return e || ccMajor_ != 8 ? e : findBundledKernel(s.str(), "sm_80");
+  };
+  const BundleEntry *aot = bundled(spec);
+  // A GPU decode kernel's code is the same for every tile_q (its blocks take
+  // 16 rows of query tokens x heads per pass, whatever the count): a bundle's
+  // kernel for another tile_q serves this spec, loaded under its own names.
+  Spec loaded = spec;
+  for (int64_t t = 1; !aot && spec.mode == Mode::Decode && t <= 16; ++t)
+    if (t != spec.tile_q) {
+      loaded.tile_q = t;
+      aot = bundled(loaded);
+    }
+  if (!aot)
+    loaded = spec;
   if (aot) {
     // Compiled ahead of time: no pipeline, no NVRTC.
     auto binary = std::make_shared<CudaBinary>();
@@ -147,7 +160,9 @@ KernelLookup Runtime::build(const Spec &spec) {
   } else if (aotOnly_) {
     // An 8.x GPU looked for sm_80's kernels too.
     out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
-                (ccMajor_ == 8 && arch_ != "sm_80" ? " or sm_80" : "") + " (AOT-only mode: no JIT)";
+                (ccMajor_ == 8 && arch_ != "sm_80" ? " or sm_80" : "") +
+                (spec.mode == Mode::Decode ? ", with this or any other tile_q," : "") +
+                " (AOT-only mode: no JIT)";
     out.notBundled = true;
     for (const std::string &refused : bundleErrors())
       out.error += "; " + refused;
@@ -171,7 +186,7 @@ KernelLookup Runtime::build(const Spec &spec) {
     cu_->cuCtxSetCurrent(ctx_);
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Kernel> k =
-      Kernel::load(spec, cubin.binary->cubin, cubin.binary->pairCubin, shape, out.error);
+      Kernel::load(loaded, cubin.binary->cubin, cubin.binary->pairCubin, shape, out.error);
   if (current != ctx_)
     cu_->cuCtxSetCurrent(current);
   if (!k)
