@@ -95,8 +95,8 @@ int main() {
       harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors);
     const bool ok = error.empty() && errors.nan == 0 && errors.relative() < 1e-2 &&
                     errors.fullyMaskedWrong == 0;
-    std::printf("%s: from %s in %.3f ms; attn::attention on %zu sequences of %lld query "
-                "token%s: relative error %.1e against the fp64 reference, %s\n",
+    std::printf("%s: from %s in %.3f ms; attn::attention on %zu sequences (up to %lld query "
+                "token%s each): relative error %.1e against the fp64 reference, %s\n",
                 k.kernel->spec().symbol().c_str(), name(k.source), k.seconds * 1e3, outs.size(),
                 static_cast<long long>(a.max_q_len), a.max_q_len == 1 ? "" : "s",
                 errors.relative(), ok ? "ok" : "WRONG");
