@@ -490,6 +490,35 @@ TEST_CASE("decode over a contiguous cache reads its sequences by cu_seqlens_k, w
   }
 }
 
+TEST_CASE("a GPU decode kernel's code is the same for every tile_q but its names", "[cuda]") {
+  // The runtime serves a decode spec from the kernel of the same spec with
+  // another tile_q (a bundle's, or the JIT's tile_q = 1 compile): that holds
+  // only while the emitted source differs in the kernels' names and spec line.
+  for (const char *base :
+       {"mode=decode,page_size=16,gqa=4,mask=causal", "mode=decode,gqa=8,head_dim=64,split_kv=3",
+        "mode=decode,page_size=1,gqa=1,head_dim=256,dtype=f16,return_lse=true,mask=sliding_window(100)",
+        "mode=decode,page_size=16,gqa=8,split_kv=1,target=sm_80",
+        "mode=decode,page_size=19,gqa=7,target=sm_80"}) {
+    CudaLaunchShape one, other;
+    const std::string a = emit(std::string(base) + ",tile_q=1", one);
+    for (int t : {2, 7, 16}) {
+      std::string b = emit(std::string(base) + ",tile_q=" + std::to_string(t), other);
+      INFO(base << ", tile_q=" << t);
+      const std::string q = "_q" + std::to_string(t) + "_", field = "tile_q=" + std::to_string(t) + ",";
+      for (size_t at; (at = b.find(q)) != std::string::npos;)
+        b.replace(at, q.size(), "_q1_");
+      for (size_t at; (at = b.find(field)) != std::string::npos;)
+        b.replace(at, field.size(), "tile_q=1,");
+      CHECK(b == a);
+      CHECK(other.threads == one.threads);
+      CHECK(other.shared_bytes == one.shared_bytes);
+      CHECK(other.merge_threads == one.merge_threads);
+      CHECK(other.cluster_merge == one.cluster_merge);
+      CHECK(other.pair_shared_bytes == one.pair_shared_bytes);
+    }
+  }
+}
+
 TEST_CASE("an emitted kernel's first lines give back its spec and launch shape", "[cuda]") {
   for (const char *text : {"mask=causal,page_size=16,gqa=4,head_dim=64",
                            "mode=decode,page_size=16,gqa=8,split_kv=3,target=sm_80",

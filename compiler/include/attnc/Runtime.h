@@ -43,9 +43,11 @@ public:
 
   /// The kernel of `spec`: from an AOT bundle (linked, or a folder loaded
   /// with loadBundleFolder) built for this GPU's architecture, else the
-  /// kernel cache, else NVRTC. A decode spec is also served by a bundled
-  /// decode kernel that differs from it only in tile_q (the code is the same
-  /// for every token count; the kernel keeps its own spec and names). An sm_90a spec runs on
+  /// kernel cache, else NVRTC. A decode kernel's code is the same for every
+  /// tile_q (only its names differ): a decode spec is also served by a
+  /// bundled decode kernel that differs from it only in tile_q, and where it
+  /// is compiled, it is the tile_q = 1 spec's kernel that is compiled and
+  /// shared by every token count (the kernel keeps its own spec and names). An sm_90a spec runs on
   /// compute capability 9.x only (wgmma and the cluster merge are sm_90a's
   /// own), an sm_80 one on any GPU from 8.0; the
   /// cubin is built for the GPU's own architecture and loaded into

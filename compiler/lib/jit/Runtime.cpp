@@ -167,6 +167,12 @@ KernelLookup Runtime::build(const Spec &spec) {
     for (const std::string &refused : bundleErrors())
       out.error += "; " + refused;
     return out;
+  } else if (spec.mode == Mode::Decode && spec.tile_q != 1) {
+    // JIT: the tile_q = 1 spec's kernel, the same code, compiled (or loaded)
+    // once for every token count.
+    Spec one = spec;
+    one.tile_q = 1;
+    return kernel(one);
   } else {
     if (!emitCudaForSpec(spec, source, shape, out.error))
       return out;
