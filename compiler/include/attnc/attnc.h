@@ -173,7 +173,10 @@ ATTNC_API attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char 
  *  "memory" (got before), "disk" (the disk cache) or "compiled" (NVRTC).
  *  Added in ABI version 5. */
 ATTNC_API attnc_status attnc_kernel_source(const attnc_kernel *kernel, char *out, size_t out_size);
-/** The kernel's canonical spec. */
+/** The kernel's canonical spec. For a GPU decode spec it may differ from the
+ *  spec asked for in tile_q: one decode kernel, whose code is the same for
+ *  every tile_q, serves every query-token count (from a bundle, or compiled
+ *  once as the tile_q = 1 spec's). */
 ATTNC_API attnc_status attnc_kernel_spec(const attnc_kernel *kernel, char *out, size_t out_size);
 /** Bytes of workspace a launch with these arguments needs (0: none). Reads
  *  the sizes alone (batch, heads, total_q, total_kv, max_q_len, max_kv_len,

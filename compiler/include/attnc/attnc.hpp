@@ -153,7 +153,8 @@ inline int64_t loadBundle(const std::string &dir) {
 /// launches only where that context is current on the calling thread.
 class Kernel {
 public:
-  /// The canonical spec it was built for.
+  /// The canonical spec it was built for (a GPU decode kernel serves every
+  /// tile_q: its spec may differ from the one asked for in tile_q alone).
   std::string spec() const {
     return detail::text(
         [&](char *out, size_t size) { return attnc_kernel_spec(k_.get(), out, size); },

@@ -290,7 +290,10 @@ def load_bundle(path):
 class Kernel:
     """A spec's compiled kernel, loaded in the runtime's CUDA context.
     ``source`` says where it came from when it was got: "bundle" (an AOT
-    bundle), "memory", "disk" (the kernel cache) or "compiled" (NVRTC)."""
+    bundle), "memory", "disk" (the kernel cache) or "compiled" (NVRTC).
+    ``spec`` is the kernel's own canonical spec: for a GPU decode spec it may
+    differ from the one asked for in tile_q (one decode kernel, whose code is
+    the same for every tile_q, serves every query-token count)."""
 
     def __init__(self, runtime, handle):
         self._runtime, self._handle = runtime, handle
