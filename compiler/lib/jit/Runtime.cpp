@@ -126,22 +126,46 @@ KernelLookup Runtime::build(const Spec &spec) {
   CacheLookup cubin;
   // A bundle built for this architecture, or for sm_80 on any 8.x GPU (its
   // cubins run on every minor revision of the major).
-  auto bundled = [&](const Spec &s) {
-    const BundleEntry *e = findBundledKernel(s.str(), arch_);
-    return e || ccMajor_ != 8 ? e : findBundledKernel(s.str(), "sm_80");
+  std::vector<std::string> archs = {arch_};
+  if (ccMajor_ == 8 && arch_ != "sm_80")
+    archs.push_back("sm_80");
+  const BundleEntry *aot = nullptr;
+  for (size_t i = 0; !aot && i < archs.size(); ++i)
+    aot = findBundledKernel(spec.str(), archs[i]);
+  auto notBundled = [&] {
+    out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
+                (archs.size() > 1 ? " or sm_80" : "") +
+                (spec.mode == Mode::Decode ? ", with this or any other tile_q" : "") +
+                " (AOT-only mode: no JIT)";
+    out.notBundled = true;
+    for (const std::string &refused : bundleErrors())
+      out.error += "; " + refused;
+    return out;
   };
-  const BundleEntry *aot = bundled(spec);
   // A GPU decode kernel's code is the same for every tile_q (its blocks take
-  // 16 rows of query tokens x heads per pass, whatever the count): a bundle's
-  // kernel for another tile_q serves this spec, loaded under its own names.
-  Spec loaded = spec;
-  for (int64_t t = 1; !aot && spec.mode == Mode::Decode && t <= 16; ++t)
-    if (t != spec.tile_q) {
-      loaded.tile_q = t;
-      aot = bundled(loaded);
+  // 16 rows of query tokens x heads per pass, whatever the count; only the
+  // names differ), so this spec shares the kernel of another tile_q: a
+  // bundled one (this architecture's first), else the tile_q = 1 spec's
+  // (got before, or compiled once for every token count). The kernel keeps
+  // its own spec and names.
+  if (!aot && spec.mode == Mode::Decode) {
+    Spec sibling = spec;
+    for (const std::string &arch : archs)
+      for (int64_t t = 1; t <= 16; ++t) {
+        sibling.tile_q = t;
+        if (t != spec.tile_q && findBundledKernel(sibling.str(), arch))
+          return kernel(sibling);
+      }
+    if (spec.tile_q != 1) {
+      sibling.tile_q = 1;
+      KernelLookup one = kernel(sibling);
+      if (!one && one.notBundled)
+        return notBundled();
+      if (!one)
+        one.error = "as " + sibling.str() + " (the same decode kernel): " + one.error;
+      return one;
     }
-  if (!aot)
-    loaded = spec;
+  }
   if (aot) {
     // Compiled ahead of time: no pipeline, no NVRTC.
     auto binary = std::make_shared<CudaBinary>();
@@ -158,21 +182,7 @@ KernelLookup Runtime::build(const Spec &spec) {
     cubin.binary = binary;
     cubin.source = CacheSource::Bundle;
   } else if (aotOnly_) {
-    // An 8.x GPU looked for sm_80's kernels too.
-    out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
-                (ccMajor_ == 8 && arch_ != "sm_80" ? " or sm_80" : "") +
-                (spec.mode == Mode::Decode ? ", with this or any other tile_q," : "") +
-                " (AOT-only mode: no JIT)";
-    out.notBundled = true;
-    for (const std::string &refused : bundleErrors())
-      out.error += "; " + refused;
-    return out;
-  } else if (spec.mode == Mode::Decode && spec.tile_q != 1) {
-    // JIT: the tile_q = 1 spec's kernel, the same code, compiled (or loaded)
-    // once for every token count.
-    Spec one = spec;
-    one.tile_q = 1;
-    return kernel(one);
+    return notBundled(); // an 8.x GPU looked for sm_80's kernels too
   } else {
     if (!emitCudaForSpec(spec, source, shape, out.error))
       return out;
@@ -192,7 +202,7 @@ KernelLookup Runtime::build(const Spec &spec) {
     cu_->cuCtxSetCurrent(ctx_);
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Kernel> k =
-      Kernel::load(loaded, cubin.binary->cubin, cubin.binary->pairCubin, shape, out.error);
+      Kernel::load(spec, cubin.binary->cubin, cubin.binary->pairCubin, shape, out.error);
   if (current != ctx_)
     cu_->cuCtxSetCurrent(current);
   if (!k)
