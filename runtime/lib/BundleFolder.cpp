@@ -255,6 +255,13 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
       return m.pair_cubin.empty() ? "pair_shared_bytes without its pair cubin (a line cut short?)"
                                   : "a pair cubin without pair_shared_bytes";
   }
+  // A checksum as attnc aot writes it: lowercase hex, 16 digits (fewer in
+  // manifests written before they were padded).
+  for (const auto &[sum, column] : {std::pair{&m.fnv1a, "fnv1a"}, {&m.pair_fnv1a, "pair_fnv1a"}})
+    if ((column[0] == 'f' || !m.pair_cubin.empty()) &&
+        (sum->empty() || sum->size() > 16 ||
+         sum->find_first_not_of("0123456789abcdef") != std::string::npos))
+      return std::string(column) + " = '" + *sum + "': not a checksum (16 lowercase hex digits)";
   for (const std::string *file : {&m.cubin, &m.pair_cubin}) {
     if (!file->empty() && !insideFolder(*file))
       return *file + ": a cubin must lie in the bundle folder";

@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cctype>
 #include <cstdint>
 
 #include <cstdio>
@@ -502,6 +503,15 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
     CHECK(refusal(dir).find("manifest.txt:" + std::string(decodeLine ? "4" : "3") + ": " + why) !=
           std::string::npos);
   }
+  // A checksum that is not lowercase hex is named as such, not as a corrupted cubin.
+  dir = makeFolder("upper-sum");
+  std::string sum = attn::fnv1aHex(kPrefillCubin.data(), kPrefillCubin.size()), upper = sum;
+  for (char &c : upper)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  REQUIRE(upper != sum);
+  editManifest(dir, " " + sum, " " + upper);
+  CHECK(refusal(dir).find("manifest.txt:3: fnv1a = '" + upper +
+                          "': not a checksum (16 lowercase hex digits)") != std::string::npos);
   dir = makeFolder("outside");
   editManifest(dir, "cubins/a.cubin", "../a.cubin");
   CHECK(refusal(dir).find("../a.cubin: a cubin must lie in the bundle folder") != std::string::npos);
