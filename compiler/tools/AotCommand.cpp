@@ -650,6 +650,19 @@ int aot(const AotOptions &o) {
       const bool dup = std::any_of(jobs.begin(), jobs.end(), [&](const Job &j) {
         return j.spec == job.spec && j.arch == job.arch;
       });
+      // Decode kernels of another tile_q are the same code (the runtime serves
+      // every token count from one): said, and built as the line asks.
+      for (const Job &j : jobs) {
+        Spec other = j.spec;
+        other.tile_q = job.spec.tile_q;
+        if (!dup && job.spec.mode == Mode::Decode && j.arch == job.arch && other == job.spec) {
+          llvm::errs() << "attnc aot: " << where << "note: for " << job.arch << ", line "
+                       << j.line << "'s decode kernel with tile_q = " << job.spec.tile_q
+                       << ": the same code, which the runtime serves for every tile_q from "
+                       << "either (one line suffices)\n";
+          break;
+        }
+      }
       if (!dup)
         jobs.push_back(std::move(job));
       if (named)
