@@ -63,6 +63,8 @@ struct AotOptions {
   bool force = false;    ///< replace an existing output folder
 };
 int aot(const AotOptions &options);
+/// `attnc aot --verify DIR` (AotVerify.cpp; built with NVRTC, as aot is).
+int verifyBundle(const std::string &dir);
 
 /// Prints "attnc COMMAND: MESSAGE" on stderr, after what the command printed
 /// on stdout so far (so that the two read in order when both go to one
