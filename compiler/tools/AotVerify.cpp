@@ -237,14 +237,37 @@ int verifyBundle(const std::string &dir) {
     const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
     if (!parseManifestLine(text, head.format, m)) {
-      std::istringstream words(text);
-      const auto columns = std::distance(std::istream_iterator<std::string>(words),
-                                         std::istream_iterator<std::string>());
-      const int least = head.format == 1 ? 10 : 13;
-      problem(where, "not a manifest line of format " + std::to_string(head.format) + " (" +
-                         counted(columns, "column") + ": line 2 names " + std::to_string(least) +
-                         ", or " + std::to_string(least + 3) +
-                         " with a pair kernel, a number where one belongs)");
+      // Which column is wrong: their count, else the first number that is not one.
+      auto split = [](const std::string &line) {
+        std::istringstream in(line);
+        return std::vector<std::string>(std::istream_iterator<std::string>(in),
+                                        std::istream_iterator<std::string>());
+      };
+      const std::vector<std::string> words = split(text);
+      std::vector<std::string> names = split(manifestColumns(head.format));
+      for (std::string &name : names)
+        name.erase(std::remove_if(name.begin(), name.end(),
+                                  [](char c) { return c == '[' || c == ']'; }),
+                   name.end());
+      const size_t least = names.size() - 3; // the pair kernel's three columns are optional
+      std::string why = counted(static_cast<int64_t>(words.size()), "column") + ": line 2 names " +
+                        std::to_string(least) + ", or " + std::to_string(names.size()) +
+                        " with a pair kernel";
+      if (words.size() == least || words.size() == names.size())
+        for (size_t i = 0; i < words.size(); ++i) {
+          const std::string &name = names[i];
+          const bool numeric = name != "arch" && name != "spec" &&
+                               name.find("cubin") == std::string::npos &&
+                               name.find("fnv1a") == std::string::npos;
+          char *end = nullptr;
+          std::strtoll(words[i].c_str(), &end, 10);
+          if (numeric && (end == words[i].c_str() || *end != '\0')) {
+            why = name + " = '" + words[i] + "' is not a number";
+            break;
+          }
+        }
+      problem(where, "not a manifest line of format " + std::to_string(head.format) + " (" + why +
+                         ")");
       allRead = false;
       continue;
     }
