@@ -21,10 +21,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace attn::cli {
@@ -175,6 +173,10 @@ int verifyBundle(const std::string &dir) {
     llvm::errs() << "attnc aot: " << where << what << "\n";
     ++problems;
   };
+  auto note = [&](const std::string &where, const std::string &what) {
+    llvm::errs() << "attnc aot: note: " << where << what << "\n";
+    ++notes;
+  };
   // The kernel lines with their numbers; how many there are is said first
   // (a line lost or repeated explains what follows).
   std::vector<std::pair<int, std::string>> lines;
@@ -237,37 +239,8 @@ int verifyBundle(const std::string &dir) {
     const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
     if (!parseManifestLine(text, head.format, m)) {
-      // Which column is wrong: their count, else the first number that is not one.
-      auto split = [](const std::string &line) {
-        std::istringstream in(line);
-        return std::vector<std::string>(std::istream_iterator<std::string>(in),
-                                        std::istream_iterator<std::string>());
-      };
-      const std::vector<std::string> words = split(text);
-      std::vector<std::string> names = split(manifestColumns(head.format));
-      for (std::string &name : names)
-        name.erase(std::remove_if(name.begin(), name.end(),
-                                  [](char c) { return c == '[' || c == ']'; }),
-                   name.end());
-      const size_t least = names.size() - 3; // the pair kernel's three columns are optional
-      std::string why = counted(static_cast<int64_t>(words.size()), "column") + ": line 2 names " +
-                        std::to_string(least) + ", or " + std::to_string(names.size()) +
-                        " with a pair kernel";
-      if (words.size() == least || words.size() == names.size())
-        for (size_t i = 0; i < words.size(); ++i) {
-          const std::string &name = names[i];
-          const bool numeric = name != "arch" && name != "spec" &&
-                               name.find("cubin") == std::string::npos &&
-                               name.find("fnv1a") == std::string::npos;
-          char *end = nullptr;
-          std::strtoll(words[i].c_str(), &end, 10);
-          if (numeric && (end == words[i].c_str() || *end != '\0')) {
-            why = name + " = '" + words[i] + "' is not a number";
-            break;
-          }
-        }
-      problem(where, "not a manifest line of format " + std::to_string(head.format) + " (" + why +
-                         ")");
+      problem(where, "not a manifest line of format " + std::to_string(head.format) + " (" +
+                         manifestLineProblem(text, head.format) + ")");
       allRead = false;
       continue;
     }
@@ -347,21 +320,19 @@ int verifyBundle(const std::string &dir) {
     CudaLaunchShape shape;
     std::string emitted;
     if (!emitCudaForSpec(*parseSpec(m.spec).spec, emitted, shape, why)) {
-      llvm::errs() << "attnc aot: note: " << where << "this attnc does not emit the spec's kernel ("
-                   << why << "): its launch shape is not compared\n";
-      ++notes;
+      note(where, "this attnc does not emit the spec's kernel (" + why +
+                      "): its launch shape is not compared");
     } else {
       const LaunchColumns emits =
           launchColumns(shape.threads, shape.shared_bytes, shape.merge_threads,
                         shape.cluster_merge ? 1 : 0, shape.pair_shared_bytes, head.format);
       for (size_t i = 0; i < says.size(); ++i)
-        if (says[i].second != emits[i].second) {
-          llvm::errs() << "attnc aot: note: " << where << says[i].first << " = " << says[i].second
-                       << ", this attnc gives the spec's kernel " << emits[i].second
-                       << " (an edited line, or a bundle of an earlier attnc: rebuild it to be "
-                          "sure)\n";
-          ++notes;
-        }
+        if (says[i].second != emits[i].second)
+          note(where, std::string(says[i].first) + " = " + std::to_string(says[i].second) +
+                          ", this attnc gives the spec's kernel " +
+                          std::to_string(emits[i].second) +
+                          " (an edited line, or a bundle of an earlier attnc: rebuild it to be "
+                          "sure)");
     }
     if (!linkable || again)
       continue;

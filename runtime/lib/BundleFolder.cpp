@@ -138,6 +138,36 @@ bool parseManifestLine(const std::string &line, int format, ManifestLine &out) {
   return !(fields >> extra);
 }
 
+std::string manifestLineProblem(const std::string &line, int format) {
+  auto words = [](const std::string &text) {
+    std::istringstream in(text);
+    std::vector<std::string> out;
+    for (std::string w; in >> w;)
+      out.push_back(w);
+    return out;
+  };
+  const std::vector<std::string> fields = words(line);
+  std::vector<std::string> names = words(manifestColumns(format));
+  for (std::string &name : names) // "[pair_cubin", "pair_fnv1a]"
+    name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '[' || c == ']'; }),
+               name.end());
+  const size_t least = names.size() - 3; // the pair kernel's three columns are optional
+  if (fields.size() == least || fields.size() == names.size())
+    for (size_t i = 0; i < fields.size(); ++i) {
+      const std::string &name = names[i];
+      const bool numeric = name != "arch" && name != "spec" &&
+                           name.find("cubin") == std::string::npos &&
+                           name.find("fnv1a") == std::string::npos;
+      char *end = nullptr;
+      std::strtoll(fields[i].c_str(), &end, 10);
+      if (numeric && (end == fields[i].c_str() || *end != '\0'))
+        return name + " = '" + fields[i] + "' is not a number";
+    }
+  return std::to_string(fields.size()) + (fields.size() == 1 ? " column" : " columns") +
+         ": line 2 names " + std::to_string(least) + ", or " + std::to_string(names.size()) +
+         " with a pair kernel";
+}
+
 int manifestFormat(const std::string &secondLine) {
   const std::string marker = "# manifest ";
   if (secondLine.rfind(marker, 0) == 0) {

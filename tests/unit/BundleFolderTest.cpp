@@ -239,6 +239,13 @@ TEST_CASE("a manifest line reads back as it was written", "[bundle-folder]") {
   CHECK_FALSE(attn::parseManifestLine("sm_80 spec c.cubin many 1 1 0 0 8 1 0 3 ab", 2, back));
   CHECK_FALSE(attn::parseManifestLine(line + " p.cubin 3 ab extra", 2, back));
   CHECK(attn::parseManifestLine(line + " p.cubin 3 ab", 2, back));
+  // Why a line does not parse: the column that is not a number, else the count.
+  CHECK(attn::manifestLineProblem("sm_80 spec c.cubin many 1 1 0 0 8 1 0 3 ab", 2) ==
+        "threads = 'many' is not a number");
+  CHECK(attn::manifestLineProblem("sm_80 spec c.cubin 1 2", 2) ==
+        "5 columns: line 2 names 13, or 16 with a pair kernel");
+  CHECK(attn::manifestLineProblem("sm_80 spec c.cubin 128 x 0 90 0 3 ab", 1) ==
+        "shared_bytes = 'x' is not a number");
   CHECK(back.pair_bytes == 3);
   // Format 1 has three columns fewer.
   CHECK(attn::parseManifestLine("sm_80 spec c.cubin 128 4096 0 90 0 3 ab", 1, back));

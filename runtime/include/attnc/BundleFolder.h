@@ -51,6 +51,11 @@ std::string formatManifestLine(const ManifestLine &m);
 /// text after the last.
 bool parseManifestLine(const std::string &line, int format, ManifestLine &out);
 
+/// Why `line` does not parse as a line of `format` (1 or 2): the first
+/// column that must be a number and is not, else how many columns it has
+/// against how many the format names.
+std::string manifestLineProblem(const std::string &line, int format);
+
 /// The format a manifest's second line declares ("# manifest 2: " and the
 /// columns as manifestColumns(2) names them; a later format's number with any
 /// columns); 1 for a manifest without that line (written before formats were
