@@ -148,9 +148,9 @@ std::string manifestLineProblem(const std::string &line, int format) {
   };
   const std::vector<std::string> fields = words(line);
   std::vector<std::string> names = words(manifestColumns(format));
+  auto bracket = [](char c) { return c == '[' || c == ']'; };
   for (std::string &name : names) // "[pair_cubin", "pair_fnv1a]"
-    name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '[' || c == ']'; }),
-               name.end());
+    name.erase(std::remove_if(name.begin(), name.end(), bracket), name.end());
   const size_t least = names.size() - 3; // the pair kernel's three columns are optional
   if (fields.size() == least || fields.size() == names.size())
     for (size_t i = 0; i < fields.size(); ++i) {
