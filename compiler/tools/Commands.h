@@ -93,6 +93,10 @@ struct MemoryLimit {
 };
 MemoryLimit usableMemory();
 
+/// A memory field of /proc/self/status ("VmRSS", "VmHWM", "VmSize") in
+/// bytes, or -1 where the file or the field is absent.
+int64_t processMemory(const std::string &field);
+
 /// Parses a spec to run on `where` (cpu, or a GPU's target): adds that
 /// target unless the text names one (which must then be of the same kind)
 /// and, with `lse`, return_lse=true unless the text says return_lse=false

@@ -33,19 +33,7 @@ namespace {
 
 /// The process's resident and peak resident memory (VmRSS, VmHWM), bytes.
 std::pair<int64_t, int64_t> residentMemory() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  int64_t rss = -1, hwm = -1;
-  while (std::getline(status, line)) {
-    std::istringstream in(line.substr(line.find(':') + 1));
-    int64_t kb = 0;
-    in >> kb;
-    if (line.rfind("VmRSS:", 0) == 0)
-      rss = kb * 1024;
-    if (line.rfind("VmHWM:", 0) == 0)
-      hwm = kb * 1024;
-  }
-  return {rss, hwm};
+  return {processMemory("VmRSS"), processMemory("VmHWM")};
 }
 
 /// Resets the peak to the current resident size (Linux: clear_refs 5).

@@ -77,15 +77,16 @@ double limitInFile(const char *path) {
   return std::strtod(word.c_str(), nullptr);
 }
 
-/// The process's mapped bytes now (VmSize), or 0 when unknown.
-double mappedBytes() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmSize:", 0) == 0)
-      return std::strtod(line.c_str() + 7, nullptr) * 1024;
-  return 0;
-}
 } // namespace
+
+int64_t processMemory(const std::string &field) {
+  std::ifstream status("/proc/self/status");
+  const std::string key = field + ":";
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind(key, 0) == 0)
+      return std::strtoll(line.c_str() + key.size(), nullptr, 10) * 1024; // "NNN kB"
+  return -1;
+}
 
 MemoryLimit usableMemory() {
   auto gib = [](double b) { return llvm::formatv("{0:f1} GiB", b / double(1ull << 30)).str(); };
@@ -118,7 +119,8 @@ MemoryLimit usableMemory() {
   // An address-space limit (ulimit -v): what is left of it.
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-    const double left = std::max(0.0, double(as.rlim_cur) - mappedBytes());
+    const double mapped = double(std::max<int64_t>(0, processMemory("VmSize")));
+    const double left = std::max(0.0, double(as.rlim_cur) - mapped);
     if (left < m.bytes)
       m = {left, "the " + gib(left) + " this process may still map (ulimit -v)"};
   }

@@ -526,7 +526,8 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
     const std::string where = manifestPath + ":" + std::to_string(number) + ": ";
     ManifestLine m;
     if (!parseManifestLine(line, head.format, m)) {
-      error = where + "not a manifest line (columns: " + manifestColumns(head.format) + ")";
+      error = where + "not a manifest line (" + manifestLineProblem(line, head.format) +
+              "; columns: " + manifestColumns(head.format) + ")";
       return false;
     }
     if (!(why = checkManifestLine(m, head.format)).empty()) {

@@ -479,8 +479,8 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
 
   dir = makeFolder("broken");
   editManifest(dir, " 384 ", " many ");
-  CHECK(refusal(dir).find("manifest.txt:3: not a manifest line (columns: arch spec cubin") !=
-        std::string::npos);
+  CHECK(refusal(dir).find("manifest.txt:3: not a manifest line (threads = 'many' is not a "
+                          "number; columns: arch spec cubin") != std::string::npos);
   dir = makeFolder("uncanonical");
   editManifest(dir, canonical(kPrefill), "mode=prefill,head_dim=64,target=sm_90a");
   CHECK(refusal(dir).find("manifest.txt:3: the spec is not in canonical form (mode=prefill,") !=
