@@ -149,9 +149,10 @@ std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &e
 /// checks a run-time load makes, every cubin it lists is in the folder with
 /// its size and checksum and defines the kernels its line's spec names, and
 /// bundle.cpp (when there is one) registers the manifest's bundle and exactly
-/// its kernels, each with the manifest's bytes and launch shape. A launch
-/// shape other than the one this attnc gives the spec is a note (a bundle of
-/// an earlier attnc has its own, which goes with its cubins).
+/// its kernels, each with the manifest's bytes and launch shape, which must
+/// be the one the cubins say (checkCubinKernels). A launch shape the cubins
+/// say, but other than the one this attnc gives the spec, is a note (a
+/// bundle of another attnc has its own, which goes with its cubins).
 int verifyBundle(const std::string &dir) {
   const std::string manifestPath = dir + "/manifest.txt";
   // A regular file only: a FIFO would block the read.
@@ -311,7 +312,7 @@ int verifyBundle(const std::string &dir) {
     // The cubins define the kernels the line's spec names (the loader looks them up by name).
     // Where they do not, the line's spec or its cubins changed: bundle.cpp, registered by
     // spec, says nothing more.
-    if (readMain && readPair && !(why = checkCubinKernels(m, cubin, pairCubin)).empty()) {
+    if (readMain && readPair && !(why = checkCubinKernels(m, head.format, cubin, pairCubin)).empty()) {
       problem(where, why);
       allRead = false;
       continue;
@@ -331,8 +332,8 @@ int verifyBundle(const std::string &dir) {
           note(where, std::string(says[i].first) + " = " + std::to_string(says[i].second) +
                           ", this attnc gives the spec's kernel " +
                           std::to_string(emits[i].second) +
-                          " (an edited line, or a bundle of an earlier attnc: rebuild it to be "
-                          "sure)");
+                          " (the shape its cubins say: a bundle of another attnc; rebuild it to "
+                          "be sure)");
     }
     if (!linkable || again)
       continue;

@@ -168,11 +168,12 @@ static cl::opt<bool> aotSkipBad("skip-bad",
 static cl::opt<std::string> aotVerify("verify",
                                       cl::desc("Check a bundle folder: its manifest's lines pass "
                                                "the loader's checks, every cubin is there, "
-                                               "intact and defines the kernels its spec "
-                                               "names, and bundle.cpp (if there is one) "
-                                               "registers the same bundle and kernels with the "
-                                               "same bytes and launch shapes (a shape other than "
-                                               "this attnc gives a spec is a note)"),
+                                               "intact, defines the kernels its spec names and "
+                                               "says its line's launch shape, and bundle.cpp "
+                                               "(if there is one) registers the same bundle and "
+                                               "kernels with the same bytes and launch shapes (a "
+                                               "shape other than this attnc gives a spec is a "
+                                               "note)"),
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
 static cl::opt<bool> aotForce("force",

@@ -1,6 +1,7 @@
 //===- Bundle.cpp - The registry of AOT bundles, linked in or loaded -------===//
 
 #include "attnc/Bundle.h"
+#include "attnc/Cubin.h"
 
 #include "attn/params.cuh"
 
@@ -60,6 +61,17 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
                           : nullptr;
     if (why)
       return bundle + ": entry " + std::to_string(i) + " has " + why + unused;
+  }
+  // Each entry's cubins define its spec's kernels and were built for its launch shape.
+  for (size_t i = 0; i < count; ++i) {
+    const BundleEntry &e = entries[i];
+    const std::string entry = "entry " + std::to_string(i) + " (" + e.spec + ")";
+    const std::string why = checkBundledCubins(
+        {e.spec, e.threads, e.shared_bytes, e.merge_threads, e.cluster_merge, e.pair_shared_bytes},
+        {e.cubin, e.cubin_size, entry + "'s cubin"},
+        {e.pair_cubin, e.pair_cubin_size, entry + "'s pair cubin"});
+    if (!why.empty())
+      return bundle + ": " + why + unused;
   }
   return "";
 }

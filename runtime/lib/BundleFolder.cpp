@@ -4,6 +4,8 @@
 
 #include "attn/Spec.h"
 #include "attnc/Bundle.h"
+#include "attnc/Cubin.h"
+#include "attn/params.cuh"
 
 #include <algorithm>
 #include <cerrno>
@@ -325,157 +327,20 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
   return true;
 }
 
-namespace {
-/// A little-endian unsigned field of `size` bytes at `at`.
-uint64_t field(const std::vector<unsigned char> &b, size_t at, int size) {
-  uint64_t v = 0;
-  for (int i = size - 1; i >= 0; --i)
-    v = v << 8 | b[at + i];
-  return v;
-}
-
-/// The global functions a cubin defines (its symbol table's defined
-/// STT_FUNC, STB_GLOBAL symbols: the kernels a module lookup finds), each
-/// with the most threads a block of it may have where the cubin says
-/// (__launch_bounds__: the attribute EIATTR_MAX_THREADS of its section
-/// ".nv.info.<kernel>"), else 0; or false with `why` when the bytes are not
-/// a 64-bit little-endian CUDA ELF file with a symbol table that lies inside
-/// them.
-bool cubinKernels(const std::vector<unsigned char> &b,
-                  std::vector<std::pair<std::string, uint64_t>> &kernels, std::string &why) {
-  constexpr size_t kEhdr = 64, kShdr = 64, kSym = 24;
-  constexpr int kMachineCuda = 190, kSymtab = 2, kFunc = 2, kGlobal = 1;
-  kernels.clear();
-  if (b.size() < kEhdr || b[0] != 0x7f || b[1] != 'E' || b[2] != 'L' || b[3] != 'F') {
-    why = "is not an ELF file (not a cubin)";
-    return false;
-  }
-  if (b[4] != 2 || b[5] != 1) {
-    why = "is not a 64-bit little-endian ELF file (not a cubin)";
-    return false;
-  }
-  if (field(b, 18, 2) != kMachineCuda) {
-    why = "is an ELF file for machine " + std::to_string(field(b, 18, 2)) +
-          ", not a CUDA cubin (" + std::to_string(kMachineCuda) + ")";
-    return false;
-  }
-  const uint64_t shoff = field(b, 40, 8), shentsize = field(b, 58, 2), shnum = field(b, 60, 2);
-  auto inside = [&](uint64_t offset, uint64_t size) {
-    return offset <= b.size() && size <= b.size() - offset;
-  };
-  if (shentsize < kShdr || !inside(shoff, shnum * shentsize)) {
-    why = "has section headers outside the file (a damaged cubin)";
-    return false;
-  }
-  auto section = [&](uint64_t i, size_t at, int size) {
-    return field(b, shoff + i * shentsize + at, size);
-  };
-  bool symtab = false;
-  for (uint64_t i = 0; i < shnum; ++i) {
-    if (section(i, 4, 4) != kSymtab)
-      continue;
-    symtab = true;
-    const uint64_t offset = section(i, 24, 8), size = section(i, 32, 8), link = section(i, 40, 4);
-    const uint64_t entsize = std::max<uint64_t>(section(i, 56, 8), kSym);
-    if (link >= shnum || !inside(offset, size) ||
-        !inside(section(link, 24, 8), section(link, 32, 8))) {
-      why = "has a symbol table outside the file (a damaged cubin)";
-      return false;
-    }
-    const uint64_t strOffset = section(link, 24, 8), strSize = section(link, 32, 8);
-    for (uint64_t k = 0, count = size / entsize; k < count; ++k) {
-      const uint64_t at = offset + k * entsize;
-      const uint64_t name = field(b, at, 4), info = b[at + 4], shndx = field(b, at + 6, 2);
-      if ((info & 0xf) != kFunc || info >> 4 != kGlobal || shndx == 0 || name >= strSize)
-        continue;
-      const char *text = reinterpret_cast<const char *>(b.data() + strOffset + name);
-      kernels.push_back({std::string(text, strnlen(text, strSize - name)), 0});
-    }
-  }
-  if (!symtab) {
-    why = "has no symbol table (a damaged cubin)";
-    return false;
-  }
-  // The kernels' attributes: records of a format byte, an attribute byte and
-  // two bytes, which for format 4 (a value of bytes) give its size.
-  constexpr int kSizedValue = 4, kMaxThreads = 0x05;
-  const uint64_t names = field(b, 62, 2); // the section names' section
-  if (names >= shnum || !inside(section(names, 24, 8), section(names, 32, 8)))
-    return true;
-  const uint64_t namesAt = section(names, 24, 8), namesSize = section(names, 32, 8);
-  const std::string prefix = ".nv.info.";
-  for (uint64_t i = 0; i < shnum; ++i) {
-    const uint64_t name = section(i, 0, 4), offset = section(i, 24, 8), size = section(i, 32, 8);
-    if (name >= namesSize || !inside(offset, size))
-      continue;
-    const char *text = reinterpret_cast<const char *>(b.data() + namesAt + name);
-    const std::string sectionName(text, strnlen(text, namesSize - name));
-    if (sectionName.compare(0, prefix.size(), prefix) != 0)
-      continue;
-    for (auto &[kernel, maxThreads] : kernels) {
-      if (sectionName.compare(prefix.size(), std::string::npos, kernel) != 0)
-        continue;
-      for (uint64_t at = offset; at + 4 <= offset + size;) {
-        const uint64_t length = b[at] == kSizedValue ? field(b, at + 2, 2) : 0;
-        if (b[at] == kSizedValue && b[at + 1] == kMaxThreads && length >= 12 &&
-            at + 4 + 12 <= offset + size)
-          maxThreads = field(b, at + 4, 4) * field(b, at + 8, 4) * field(b, at + 12, 4);
-        at += 4 + length;
-      }
-    }
-  }
-  return true;
-}
-} // namespace
-
-std::string checkCubinKernels(const ManifestLine &m, const std::vector<unsigned char> &cubin,
+std::string checkCubinKernels(const ManifestLine &m, int format,
+                              const std::vector<unsigned char> &cubin,
                               const std::vector<unsigned char> &pairCubin) {
-  SpecResult spec = parseSpec(m.spec);
-  if (!spec)
-    return spec.error->message();
-  const std::string symbol = spec.spec->symbol();
-  // Each cubin and the kernels the runtime looks up in it (Kernel::load),
-  // with the threads of their launches and the manifest's column for them.
-  struct Launch {
-    std::string kernel;
-    long long threads;
-    std::string column;
-  };
-  std::vector<std::pair<const std::string *, std::vector<Launch>>> wanted = {
-      {&m.cubin, {{symbol, m.threads, "threads"}}}};
-  if (spec.spec->mode == Mode::Decode)
-    wanted[0].second.push_back({symbol + "_merge", m.merge_threads, "merge_threads"});
-  if (!m.pair_cubin.empty()) // two pipelines of `threads` in one block
-    wanted.push_back({&m.pair_cubin, {{symbol + "_pair", 2 * m.threads, "2 x threads"}}});
-  // Each wrong cubin of the line is named (both, when both are wrong).
-  std::string problems;
-  for (const auto &[file, launches] : wanted) {
-    std::vector<std::pair<std::string, uint64_t>> defined;
-    std::string why;
-    if (!cubinKernels(file == &m.cubin ? cubin : pairCubin, defined, why)) {
-      problems += (problems.empty() ? "" : "; and ") + *file + " " + why;
-      continue;
-    }
-    for (const Launch &launch : launches) {
-      auto it = std::find_if(defined.begin(), defined.end(),
-                             [&](const auto &d) { return d.first == launch.kernel; });
-      if (it == defined.end()) {
-        problems += (problems.empty() ? "" : "; and ") + *file + " does not define the kernel " +
-                    launch.kernel +
-                    " that the line's spec names (the cubin was built for another spec: "
-                    "rebuild the bundle with `attnc aot`)";
-        break;
-      }
-      // A block of more threads than the kernel was compiled for does not launch.
-      if (it->second > 0 && static_cast<uint64_t>(launch.threads) > it->second) {
-        problems += (problems.empty() ? "" : "; and ") + *file + "'s kernel " + launch.kernel +
-                    " takes at most " + std::to_string(it->second) + " threads a block, the " +
-                    "line's " + launch.column + " launch " + std::to_string(launch.threads);
-        break;
-      }
-    }
-  }
-  return problems;
+  BundledLaunch launch;
+  launch.fields = format == 1 ? 3 : kernel::kLaunchShapeInts;
+  launch.spec = m.spec;
+  launch.threads = m.threads;
+  launch.shared_bytes = m.shared_bytes;
+  launch.merge_threads = m.merge_threads;
+  launch.cluster_merge = m.cluster_merge;
+  launch.pair_shared_bytes = m.pair_shared_bytes;
+  return checkBundledCubins(launch, {cubin.data(), cubin.size(), m.cubin},
+                            {pairCubin.data(), m.pair_cubin.empty() ? 0 : pairCubin.size(),
+                             m.pair_cubin});
 }
 
 bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &error) {
@@ -545,7 +410,8 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
         (!m.pair_cubin.empty() && !readManifestCubin(dir, m.pair_cubin, m.pair_bytes,
                                                      m.pair_fnv1a, storage->pairCubins.back(),
                                                      why)) ||
-        !(why = checkCubinKernels(m, storage->cubins.back(), storage->pairCubins.back()))
+        !(why = checkCubinKernels(m, head.format, storage->cubins.back(),
+                                   storage->pairCubins.back()))
              .empty()) {
       error = where + why;
       return false;

@@ -86,6 +86,14 @@ ATTN_CONSTEXPR_HD int decodeScratchFloats(int warps, int d) {
 /// alone, undefined for the others (LaunchShape::pair_shared_bytes > 0).
 constexpr const char kPairProgramMacro[] = "ATTN_PAIR_PROGRAM";
 
+/// Each module (the pair kernel's too) defines "<name>" + kLaunchShapeSuffix:
+/// kLaunchShapeInts ints, the launch shape its kernels were emitted for
+/// (threads, shared_bytes, merge_threads, cluster_merge, pair_shared_bytes),
+/// so that a cubin says how it must be launched and a bundle's manifest line
+/// or entry can be held to it.
+constexpr const char kLaunchShapeSuffix[] = "_launch";
+constexpr int kLaunchShapeInts = 5;
+
 } // namespace kernel
 } // namespace attn
 

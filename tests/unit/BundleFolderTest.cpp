@@ -9,6 +9,7 @@
 
 #include "attnc/Bundle.h"
 #include "attnc/BundleFolder.h"
+#include "FakeCubin.h"
 
 #include "attn/Spec.h"
 #include "attn/params.cuh"
@@ -35,51 +36,17 @@ std::string canonical(const std::string &text) { return attn::parseSpec(text).sp
 const std::string kPrefill = "mode=prefill,head_dim=64,target=sm_90a";
 const std::string kDecode = "mode=decode,head_dim=64,page_size=16,gqa=2,target=sm_90a";
 
-/// Writes `value` little-endian into `size` bytes of `bytes` at `at`.
-void put(std::string &bytes, size_t at, uint64_t value, int size) {
-  for (int i = 0; i < size; ++i)
-    bytes[at + i] = static_cast<char>(value >> (8 * i) & 0xff);
-}
+using attn::test::fakeCubin;
+using attn::test::launchOf;
 
-/// A made-up cubin: a 64-bit little-endian ELF file of machine `machine`
-/// (190: CUDA) whose symbol table defines `kernels` as global functions,
-/// and whose bytes hold `text` (so that two of the same kernels differ).
-std::string fakeCubin(const std::string &text, std::initializer_list<std::string> kernels,
-                      int machine = 190) {
-  std::string strtab(1, '\0'), symtab(24, '\0');
-  for (const std::string &kernel : kernels) {
-    std::string sym(24, '\0');
-    put(sym, 0, strtab.size(), 4); // st_name
-    put(sym, 4, 1 << 4 | 2, 1);    // STB_GLOBAL, STT_FUNC
-    put(sym, 6, 1, 2);             // defined (in some section)
-    symtab += sym;
-    strtab += kernel + std::string(1, '\0');
-  }
-  std::string elf(64, '\0');
-  elf.replace(0, 6, "\x7f" "ELF\x02\x01");
-  put(elf, 18, machine, 2);
-  const size_t strAt = elf.size(), symAt = strAt + strtab.size();
-  elf += strtab + symtab + text;
-  // Section headers: none, .strtab, .symtab (linked to .strtab).
-  std::string headers(3 * 64, '\0');
-  put(headers, 64 + 4, 3, 4);
-  put(headers, 64 + 24, strAt, 8);
-  put(headers, 64 + 32, strtab.size(), 8);
-  put(headers, 128 + 4, 2, 4);
-  put(headers, 128 + 24, symAt, 8);
-  put(headers, 128 + 32, symtab.size(), 8);
-  put(headers, 128 + 40, 1, 4);
-  put(headers, 128 + 56, 24, 8);
-  put(elf, 40, elf.size(), 8); // e_shoff
-  put(elf, 58, 64, 2);         // e_shentsize
-  put(elf, 60, 3, 2);          // e_shnum
-  return elf + headers;
-}
 std::string symbol(const std::string &spec) { return attn::parseSpec(spec).spec->symbol(); }
-const std::string kPrefillCubin = fakeCubin("prefill", {symbol(kPrefill)});
+// The launch shapes of makeFolder's lines, which their cubins say.
+const attn::test::FakeLaunch kPrefillLaunch = launchOf(kPrefill, {384, 99328, 0, 0, 0});
+const attn::test::FakeLaunch kDecodeLaunch = launchOf(kDecode, {128, 51200, 128, 1, 100352});
+const std::string kPrefillCubin = fakeCubin("prefill", {symbol(kPrefill)}, 190, kPrefillLaunch);
 const std::string kDecodeCubin =
-    fakeCubin("decode", {symbol(kDecode), symbol(kDecode) + "_merge"});
-const std::string kPairCubin = fakeCubin("pair", {symbol(kDecode) + "_pair"});
+    fakeCubin("decode", {symbol(kDecode), symbol(kDecode) + "_merge"}, 190, kDecodeLaunch);
+const std::string kPairCubin = fakeCubin("pair", {symbol(kDecode) + "_pair"}, 190, kDecodeLaunch);
 
 void write(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -107,10 +74,12 @@ struct Folders {
 } folders;
 
 // A bundle linked into the program, as bundle.cpp registers one.
-const unsigned char linkedCubin[] = {1, 2, 3};
+const std::string kLinked = "mode=prefill,head_dim=256,target=sm_80";
+const std::string linkedCubin =
+    fakeCubin("linked", {symbol(kLinked)}, 190, launchOf(kLinked, {128, 4096, 0, 0, 0}));
 const attn::BundleEntry linkedEntries[] = {
-    {"mode=prefill,head_dim=256,target=sm_80", "sm_80", linkedCubin, sizeof linkedCubin, 128,
-     4096, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
+    {kLinked.c_str(), "sm_80", reinterpret_cast<const unsigned char *>(linkedCubin.data()),
+     linkedCubin.size(), 128, 4096, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
 };
 const attn::BundleRegistration linked("linked", linkedEntries, 1);
 
@@ -372,7 +341,7 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
   editManifest(dir, "mode=prefill,head_dim=64,dtype=bf16", "mode=prefill,head_dim=64,dtype=f16");
   std::string why = refusal(dir);
   CHECK(why.find("manifest.txt:3: cubins/a.cubin does not define the kernel " +
-                 symbol(kPrefill + ",dtype=f16") + " that the line's spec names") !=
+                 symbol(kPrefill + ",dtype=f16") + " that the spec names") !=
         std::string::npos);
   // Each kernel of a decode spec: the main one and its merge in its cubin, its pair in its own.
   const std::string decode = symbol(kDecode);
@@ -419,29 +388,65 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
     CHECK_FALSE(registered(name));
 }
 
+TEST_CASE("a line whose launch shape is not the one its cubins say is refused",
+          "[bundle-folder]") {
+  const size_t before = attn::bundledKernels().size();
+  // Fewer threads than the kernel was emitted for: within its __launch_bounds__,
+  // but its warps would not all run.
+  std::string dir = makeFolder("fewer-threads");
+  editManifest(dir, " 384 99328 ", " 128 99328 ");
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin's kernels were built for threads = "
+                          "384, and are to be launched with 128") != std::string::npos);
+  dir = makeFolder("less-shared");
+  editManifest(dir, " 384 99328 ", " 384 1024 ");
+  CHECK(refusal(dir).find("cubins/a.cubin's kernels were built for shared_bytes = 99328, and "
+                          "are to be launched with 1024") != std::string::npos);
+  // The pair kernel's module says the shape too.
+  dir = makeFolder("pair-shape");
+  replaceCubin(dir, "cubins/b_pair.cubin",
+               fakeCubin("pair", {symbol(kDecode) + "_pair"}, 190,
+                         launchOf(kDecode, {128, 51200, 128, 1, 90000})));
+  CHECK(refusal(dir).find("manifest.txt:4: cubins/b_pair.cubin's kernels were built for "
+                          "pair_shared_bytes = 90000, and are to be launched with 100352") !=
+        std::string::npos);
+  // A cubin that says no launch shape (an earlier attnc's).
+  dir = makeFolder("unsaid");
+  replaceCubin(dir, "cubins/a.cubin", fakeCubin("prefill", {symbol(kPrefill)}));
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin does not say the launch shape of its "
+                          "kernels (no " + symbol(kPrefill) + "_launch of 5 ints: built by an "
+                          "earlier attnc; rebuild the bundle with `attnc aot`)") !=
+        std::string::npos);
+  CHECK(attn::bundledKernels().size() == before);
+  for (const char *name : {"fewer-threads", "less-shared", "pair-shape", "unsaid"})
+    CHECK_FALSE(registered(name));
+}
+
 TEST_CASE("a cubin damaged anywhere is refused or read within its bytes", "[bundle-folder]") {
   // Each byte of a cubin flipped in turn: the symbol table's reader either
   // finds the kernels or says why not; it reads nothing past the bytes.
   attn::ManifestLine m;
   m.spec = canonical(kDecode);
   m.cubin = "cubins/b.cubin";
-  const std::vector<unsigned char> pair;
+  m.threads = 128, m.shared_bytes = 51200, m.merge_threads = 128, m.cluster_merge = 1;
+  m.pair_shared_bytes = 100352, m.pair_cubin = "cubins/b_pair.cubin";
+  const std::vector<unsigned char> pair(kPairCubin.begin(), kPairCubin.end());
   int refused = 0;
   for (size_t i = 0; i < kDecodeCubin.size(); ++i) {
     std::vector<unsigned char> bytes(kDecodeCubin.begin(), kDecodeCubin.end());
     bytes[i] ^= 0xff;
-    const std::string why = attn::checkCubinKernels(m, bytes, pair);
+    const std::string why = attn::checkCubinKernels(m, attn::kManifestFormat, bytes, pair);
     refused += !why.empty();
     if (!why.empty())
-      CHECK(why.rfind("cubins/b.cubin ", 0) == 0);
+      CHECK(why.rfind("cubins/b.cubin", 0) == 0);
   }
-  // The header's identity, the section headers' place and the kernels' names were hit.
+  // The header's identity, the section headers' place, the kernels' names and
+  // the launch shape's bytes were hit.
   CHECK(refused > 20);
   std::vector<unsigned char> whole(kDecodeCubin.begin(), kDecodeCubin.end());
-  CHECK(attn::checkCubinKernels(m, whole, pair).empty());
+  CHECK(attn::checkCubinKernels(m, attn::kManifestFormat, whole, pair).empty());
   for (size_t cut : {size_t(0), size_t(10), size_t(63), size_t(64), whole.size() - 1}) {
     std::vector<unsigned char> shorter(whole.begin(), whole.begin() + static_cast<long>(cut));
-    CHECK_FALSE(attn::checkCubinKernels(m, shorter, pair).empty());
+    CHECK_FALSE(attn::checkCubinKernels(m, attn::kManifestFormat, shorter, pair).empty());
   }
 }
 

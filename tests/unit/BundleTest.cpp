@@ -1,23 +1,40 @@
 //===- BundleTest.cpp - The AOT bundle registry --------------------------===//
 
 #include "attnc/Bundle.h"
+#include "FakeCubin.h"
 
 #include "attn/params.cuh"
 
 #include <catch2/catch.hpp>
 
 namespace {
+using attn::test::fakeCubin;
+using attn::test::launchOf;
+
+std::string symbol(const std::string &spec) { return attn::parseSpec(spec).spec->symbol(); }
+/// A made-up cubin of `spec`'s kernel that says the launch shape `shape`.
+std::string cubinOf(const std::string &spec, std::vector<int32_t> shape, const char *text) {
+  return fakeCubin(text, {symbol(spec)}, 190, launchOf(spec, std::move(shape)));
+}
+const unsigned char *bytes(const std::string &s) {
+  return reinterpret_cast<const unsigned char *>(s.data());
+}
+
+const char *const k64Sm80 = "mode=prefill,head_dim=64,target=sm_80";
+const char *const k64Sm90 = "mode=prefill,head_dim=64,target=sm_90a";
+const std::string firstSm80 = cubinOf(k64Sm80, {128, 4096, 0, 0, 0}, "first");
+const std::string firstSm90 = cubinOf(k64Sm90, {256, 8192, 0, 0, 0}, "first");
+const std::string secondSm80 = cubinOf(k64Sm80, {64, 0, 0, 0, 0}, "second");
 const unsigned char fake[] = {1, 2, 3};
 constexpr size_t kParams = sizeof(attn::kernel::Params);
 const attn::BundleEntry entries[] = {
-    {"mode=prefill,head_dim=64,target=sm_80", "sm_80", fake, sizeof fake, 128, 4096, 0, 0, 0,
-     nullptr, 0, kParams},
-    {"mode=prefill,head_dim=64,target=sm_90a", "sm_90a", fake, sizeof fake, 256, 8192, 0, 0, 0,
-     nullptr, 0, kParams},
+    {k64Sm80, "sm_80", bytes(firstSm80), firstSm80.size(), 128, 4096, 0, 0, 0, nullptr, 0,
+     kParams},
+    {k64Sm90, "sm_90a", bytes(firstSm90), firstSm90.size(), 256, 8192, 0, 0, 0, nullptr, 0,
+     kParams},
 };
 const attn::BundleEntry later[] = {
-    {"mode=prefill,head_dim=64,target=sm_80", "sm_80", fake, 1, 64, 0, 0, 0, 0, nullptr, 0,
-     kParams},
+    {k64Sm80, "sm_80", bytes(secondSm80), secondSm80.size(), 64, 0, 0, 0, 0, nullptr, 0, kParams},
 };
 const attn::BundleRegistration first("first", entries, 2);
 const attn::BundleRegistration second("second", later, 1);
@@ -43,6 +60,22 @@ const attn::BundleEntry damaged[] = {
 };
 const attn::BundleRegistration fifth("damaged", damaged, 2);
 const attn::BundleRegistration sixth("empty", nullptr, 2);
+// Entries whose launch shape is not the one their cubins say: fewer threads
+// than the kernel was emitted for, and a cubin that says none (an earlier
+// attnc's).
+const char *const k128Sm80 = "mode=prefill,head_dim=128,target=sm_80";
+const std::string reshapedCubin = cubinOf(k128Sm80, {128, 65536, 0, 0, 0}, "reshaped");
+const std::string unsaidCubin = fakeCubin("unsaid", {symbol(k128Sm80)});
+const attn::BundleEntry reshaped[] = {
+    {k128Sm80, "sm_80", bytes(reshapedCubin), reshapedCubin.size(), 64, 65536, 0, 0, 0, nullptr,
+     0, kParams},
+};
+const attn::BundleEntry unsaid[] = {
+    {k128Sm80, "sm_80", bytes(unsaidCubin), unsaidCubin.size(), 128, 65536, 0, 0, 0, nullptr, 0,
+     kParams},
+};
+const attn::BundleRegistration seventh("reshaped", reshaped, 1);
+const attn::BundleRegistration eighth("unsaid", unsaid, 1);
 } // namespace
 
 TEST_CASE("bundles register their kernels at start-up; the first one registered wins",
@@ -57,7 +90,8 @@ TEST_CASE("bundles register their kernels at start-up; the first one registered 
   const attn::BundleEntry *f = attn::findBundledKernel("mode=prefill,head_dim=64,target=sm_80",
                                                        "sm_80");
   REQUIRE(f);
-  CHECK(f->cubin_size == 3); // "first", not "second"
+  CHECK(f->cubin_size == firstSm80.size()); // "first", not "second"
+  CHECK(f->threads == 128);
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=64,target=sm_80", "sm_90a"));
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=128,target=sm_80", "sm_80"));
 }
@@ -66,7 +100,7 @@ TEST_CASE("a bundle compiled against another layout of its entries is refused, w
           "[bundle]") {
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=128,target=sm_90a", "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 4);
+  REQUIRE(errors.size() == 6);
   CHECK(errors[0].find("bundle stale") != std::string::npos);
   CHECK(errors[0].find(std::to_string(sizeof(attn::BundleEntry))) != std::string::npos);
   CHECK(errors[0].find("attnc aot") != std::string::npos);
@@ -77,7 +111,7 @@ TEST_CASE("a bundle whose kernels take other arguments than this runtime passes 
   CHECK_FALSE(attn::findBundledKernel("mode=decode,head_dim=128,page_size=16,target=sm_90a",
                                       "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 4);
+  REQUIRE(errors.size() == 6);
   CHECK(errors[1].find("bundle older") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams - 8) + " bytes") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams)) != std::string::npos);
@@ -90,9 +124,23 @@ TEST_CASE("a bundle with an entry that could not be loaded is refused whole", "[
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=32,target=sm_80", "sm_80"));
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=48,target=sm_80", "sm_80"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 4);
+  REQUIRE(errors.size() == 6);
   CHECK(errors[2] == "bundle damaged: entry 1 has no cubin; its kernels are not used");
   CHECK(errors[3] == "bundle empty: its entries are a null pointer; its kernels are not used");
   CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
   CHECK(attn::bundledKernels().size() == 3);
+}
+
+TEST_CASE("a bundle whose entry's launch shape is not the one its cubin says is refused",
+          "[bundle]") {
+  CHECK_FALSE(attn::findBundledKernel(k128Sm80, "sm_80"));
+  const std::vector<std::string> errors = attn::bundleErrors();
+  REQUIRE(errors.size() == 6);
+  CHECK(errors[4] == "bundle reshaped: entry 0 (" + std::string(k128Sm80) + ")'s cubin's kernels "
+                     "were built for threads = 128, and are to be launched with 64 (an edited "
+                     "launch shape, or another spec's cubin); its kernels are not used");
+  CHECK(errors[5].find("bundle unsaid: entry 0 (" + std::string(k128Sm80) + ")'s cubin does not "
+                       "say the launch shape of its kernels (no " + symbol(k128Sm80) +
+                       "_launch of 5 ints: built by an earlier attnc") != std::string::npos);
+  CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
 }

@@ -211,6 +211,12 @@ void printConfig(std::ostringstream &o, const Spec &spec, const KernelPlan &plan
       << (spec.isPaged() ? "; // attn-page-kv: block-table entries read this many tiles before their copy\n"
                          : "; // (a contiguous cache has no table to read ahead)\n");
   o << "};\nusing Elem = Cfg::Elem;\n} // namespace\n\n";
+  o << "// The launch line above, kept in the cubin (threads, shared_bytes, merge_threads,\n"
+    << "// cluster_merge, pair_shared_bytes): a bundle's manifest line is held to it.\n"
+    << "extern \"C\" __device__ const int " << plan.name << kernel::kLaunchShapeSuffix << "["
+    << kernel::kLaunchShapeInts << "] = {" << shape.threads << ", " << shape.shared_bytes << ", "
+    << shape.merge_threads << ", " << (shape.cluster_merge ? 1 : 0) << ", "
+    << shape.pair_shared_bytes << "};\n\n";
 }
 } // namespace
 

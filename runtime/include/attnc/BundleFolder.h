@@ -95,15 +95,17 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
                        const std::string &sum, std::vector<unsigned char> &out, std::string &why);
 
 /// Why the cubins of the kernel line `m` (its cubin, and its pair cubin
-/// when it lists one) do not define the kernels its spec names, or do not
-/// take the line's threads, or "". The kernels are named after the whole
-/// spec (Spec::symbol()), so a spec edited on a line after its cubin was
-/// built is refused here, on any machine, instead of when the GPU looks the
-/// kernel up by name; a kernel's most threads a block (its __launch_bounds__,
-/// as the cubin records it) must cover the line's threads (merge_threads for
-/// the merge kernel, twice threads for the pair kernel). Each wrong cubin of
-/// the line is named. `m` has passed checkManifestLine.
-std::string checkCubinKernels(const ManifestLine &m, const std::vector<unsigned char> &cubin,
+/// when it lists one) cannot be launched as the line says, or "": checkBundledCubins
+/// (attnc/Cubin.h) with the line's spec and launch shape, each cubin named
+/// by its path. The kernels are named after the whole spec
+/// (Spec::symbol()), so a spec edited on a line after its cubin was built is
+/// refused here, on any machine, instead of when the GPU looks the kernel up
+/// by name; and each cubin says the launch shape its kernels were emitted
+/// for, so an edited launch column is refused too. `m` has passed
+/// checkManifestLine (of `format`: format 1's lines have three columns
+/// of the shape).
+std::string checkCubinKernels(const ManifestLine &m, int format,
+                              const std::vector<unsigned char> &cubin,
                               const std::vector<unsigned char> &pairCubin);
 
 /// 64-bit FNV-1a (offset basis 14695981039346656037), the manifest's
