@@ -16,8 +16,11 @@
 #include "reference/GpuHarness.h"
 #endif
 
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -322,6 +325,31 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
          ", more than half of " + memory.what + "; use smaller sizes";
 }
 
+/// The file `path` names, so that two spellings of one file (a relative and
+/// an absolute path, a symbolic link, one whose file does not exist yet)
+/// compare equal: its real path, or where it does not exist yet, its
+/// folder's real path and its name.
+std::string fileIdentity(std::string path) {
+  // A symbolic link to a file not made yet: where it points (up to 40 links).
+  char target[4096];
+  for (int links = 0; links < 40; ++links) {
+    const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+    if (n <= 0)
+      break;
+    const std::string to(target, static_cast<size_t>(n));
+    const llvm::StringRef folder = llvm::sys::path::parent_path(path);
+    path = llvm::sys::path::is_absolute(to) || folder.empty() ? to : (folder + "/" + to).str();
+  }
+  llvm::SmallString<256> real;
+  if (!llvm::sys::fs::real_path(path, real)) // no error: it exists
+    return std::string(real);
+  const llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (llvm::sys::fs::real_path(parent.empty() ? "." : parent, real))
+    return path; // no such folder either: as spelt
+  llvm::sys::path::append(real, llvm::sys::path::filename(path));
+  return std::string(real);
+}
+
 /// The random inputs' shape where the flags leave it open.
 constexpr int64_t kBatch = 1, kKVHeads = 2;
 
@@ -342,8 +370,20 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
   if (o.numSplits && (*o.numSplits < 1 || *o.numSplits > kMaxSplitKV))
     return "--num-splits " + std::to_string(*o.numSplits) + " must be in 1.." +
            std::to_string(kMaxSplitKV);
-  if (!o.out.empty() && o.out == o.lse)
-    return "--out and --lse name the same file, " + o.out;
+  // An output must be a file of its own: not the other output, not an input
+  // (which it would replace), however either is spelt.
+  if (!o.out.empty() && !o.lse.empty() && fileIdentity(o.out) == fileIdentity(o.lse))
+    return "--out " + o.out + " and --lse " + o.lse + " name the same file";
+  for (auto [flag, path] : {std::pair<const char *, const std::string &>{"--out", o.out}, {"--lse", o.lse}}) {
+    if (path.empty())
+      continue;
+    for (auto [input, inputPath] :
+         {std::pair<const char *, const std::string &>{"--q", o.q}, {"--k", o.k}, {"--v", o.v},
+          {"--block-table", o.blockTable}})
+      if (!inputPath.empty() && fileIdentity(path) == fileIdentity(inputPath))
+        return std::string(flag) + " " + path + " is the " + input + " input " + inputPath +
+               ": it would be replaced (write the output to another file)";
+  }
   if (!fromFiles && (!o.k.empty() || !o.v.empty() || !o.blockTable.empty()))
     return "--k, --v and --block-table come with --q";
   if ((o.qLen && *o.qLen < 0) || (o.kvLen && *o.kvLen < 0))
