@@ -26,7 +26,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -232,7 +234,7 @@ int aot(const AotOptions &o) {
     return fail("--specs " + o.specsFile + " is a folder: it takes a file of specs, one per line");
   std::ifstream in(o.specsFile);
   if (!in)
-    return fail(o.specsFile + ": cannot open");
+    return fail(o.specsFile + ": cannot open: " + std::strerror(errno));
 
   // Every line checked first; bad lines are listed with their numbers.
   std::vector<Job> jobs;
@@ -321,7 +323,10 @@ int aot(const AotOptions &o) {
   removeStoppedRunsFolders(o.output);
   const std::string tmp = o.output + ".tmp." + std::to_string(getpid());
   llvm::sys::fs::remove_directories(tmp);
-  if (std::error_code ec = llvm::sys::fs::create_directories(tmp + "/cubins"))
+  // Folders readable by all (the umask still applies), as the files in them
+  // are: a server running as another user loads them.
+  if (std::error_code ec = llvm::sys::fs::create_directories(tmp + "/cubins", true,
+                                                             llvm::sys::fs::all_all))
     return fail("cannot write " + o.output + " (" + ec.message() + " for " + tmp +
                 "); nothing compiled");
 

@@ -159,6 +159,9 @@ int verifyBundle(const std::string &dir) {
   std::ifstream manifest;
   if (llvm::sys::fs::is_regular_file(manifestPath))
     manifest.open(manifestPath, std::ios::binary);
+  if (!llvm::sys::fs::is_directory(dir))
+    return fail(dir + (llvm::sys::fs::exists(dir) ? " is not a folder" : " does not exist") +
+                ": --verify takes the bundle folder `attnc aot -o` wrote");
   if (!manifest.is_open() || !manifest)
     return fail(manifestPath + ": cannot open (not a bundle folder?)");
   std::string why;

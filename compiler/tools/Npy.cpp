@@ -170,9 +170,15 @@ bool read(const std::string &path, Array &out, std::string &error) {
     error = path + ": cannot open: " + std::strerror(errno);
     return false;
   }
-  char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
+  char magic[8] = {};
+  in.read(magic, 8);
+  if (in.gcount() < 6 || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
     error = path + ": not a .npy file (no \\x93NUMPY magic)";
+    return false;
+  }
+  if (in.gcount() < 8) {
+    error = path + ": a .npy file cut short (" + std::to_string(in.gcount()) +
+            " bytes: its version and header are missing)";
     return false;
   }
   const int major = static_cast<unsigned char>(magic[6]);

@@ -31,6 +31,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -143,10 +144,14 @@ int main(int argc, char **argv) {
     return runOpt(argc, argv, input, output, registry) ? 0 : 1;
   llvm::StringRef folder = llvm::sys::path::parent_path(output);
   if (!folder.empty() && !llvm::sys::fs::is_directory(folder)) {
-    llvm::errs() << "attn-opt: cannot write " << output << ": " << folder << " is not a folder\n";
+    llvm::errs() << "attn-opt: cannot write " << output << ": " << folder
+                 << (llvm::sys::fs::exists(folder) ? " is not a folder" : " does not exist")
+                 << "\n";
     return 1;
   }
   const std::string pending = output + ".tmp." + std::to_string(llvm::sys::Process::getProcessId());
+  // Killed by a signal (a closed pipe, ^C): the temporary file goes too.
+  llvm::sys::RemoveFileOnSignal(pending);
   if (!runOpt(argc, argv, input, pending, registry)) {
     llvm::sys::fs::remove(pending); // (the driver removes it too, unless it never opened it)
     return 1;
@@ -156,5 +161,6 @@ int main(int argc, char **argv) {
     llvm::sys::fs::remove(pending);
     return 1;
   }
+  llvm::sys::DontRemoveFileOnSignal(pending);
   return 0;
 }

@@ -161,9 +161,12 @@ std::string manifestLineProblem(const std::string &line, int format) {
                            name.find("cubin") == std::string::npos &&
                            name.find("fnv1a") == std::string::npos;
       char *end = nullptr;
+      errno = 0;
       std::strtoll(fields[i].c_str(), &end, 10);
       if (numeric && (end == fields[i].c_str() || *end != '\0'))
         return name + " = '" + fields[i] + "' is not a number";
+      if (numeric && errno == ERANGE)
+        return name + " = " + fields[i] + " is out of range (a 64-bit number)";
     }
   return std::to_string(fields.size()) + (fields.size() == 1 ? " column" : " columns") +
          ": line 2 names " + std::to_string(least) + ", or " + std::to_string(names.size()) +

@@ -211,6 +211,9 @@ TEST_CASE("a manifest line reads back as it was written", "[bundle-folder]") {
   // Why a line does not parse: the column that is not a number, else the count.
   CHECK(attn::manifestLineProblem("sm_80 spec c.cubin many 1 1 0 0 8 1 0 3 ab", 2) ==
         "threads = 'many' is not a number");
+  CHECK(attn::manifestLineProblem("sm_80 spec c.cubin 99999999999999999999 1 1 0 0 8 1 0 3 ab",
+                                  2) ==
+        "threads = 99999999999999999999 is out of range (a 64-bit number)");
   CHECK(attn::manifestLineProblem("sm_80 spec c.cubin 1 2", 2) ==
         "5 columns: line 2 names 13, or 16 with a pair kernel");
   CHECK(attn::manifestLineProblem("sm_80 spec c.cubin 128 x 0 90 0 3 ab", 1) ==
