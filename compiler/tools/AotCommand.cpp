@@ -253,6 +253,8 @@ int aot(const AotOptions &o) {
     // such build is reported with its architecture, and --skip-bad keeps the
     // others; a line bad for all of them alike is reported once.
     std::vector<std::pair<std::string, std::string>> failed; // arch, message
+    std::string again; // the architectures an earlier line built this spec for
+    int againLine = 0;
     for (const std::string &arch : archs) {
       SpecResult r = parseSpec(named ? line : line + ",target=" + arch);
       if (!r) {
@@ -273,9 +275,14 @@ int aot(const AotOptions &o) {
         llvm::errs() << "attnc aot: " << where << "note: the line names target = " << job.arch
                      << ", not in --arch " << o.archs << ": built for " << job.arch
                      << ", as the line says\n";
-      const bool dup = std::any_of(jobs.begin(), jobs.end(), [&](const Job &j) {
+      const auto earlier = std::find_if(jobs.begin(), jobs.end(), [&](const Job &j) {
         return j.spec == job.spec && j.arch == job.arch;
       });
+      const bool dup = earlier != jobs.end();
+      if (dup) {
+        again += (again.empty() ? "" : ", ") + job.arch;
+        againLine = earlier->line;
+      }
       // Decode kernels of another tile_q are the same code (the runtime serves
       // every token count from one): said, and built as the line asks.
       for (const Job &j : jobs) {
@@ -294,6 +301,10 @@ int aot(const AotOptions &o) {
       if (named)
         break; // the line chose its architecture
     }
+    // The same kernel as an earlier line, however it is spelt: built once.
+    if (!again.empty())
+      llvm::errs() << "attnc aot: " << where << "note: the spec of line " << againLine
+                   << " again (for " << again << "): built once\n";
     const bool alike = std::all_of(failed.begin(), failed.end(), [&](const auto &f) {
       return f.second == failed.front().second;
     });
