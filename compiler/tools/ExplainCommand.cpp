@@ -126,6 +126,10 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
   const int64_t sb = scoreBytes(spec);
   const std::string st = scoreType(spec);
   const int64_t rows = t * g; // a block's (a split's) query rows: tokens x the group
+  // GPU splits run side by side and write their partial states for the merge
+  // (or merge in a cluster); the CPU kernel runs them in turn, each merged
+  // into the running state (attn.merge) as it ends: nothing is written.
+  const bool partials = spec.isGPU() && s > 1;
   // A GPU decode block takes its rows 16 at a time, one pass over its keys
   // each; the CPU kernel holds them all in one pass.
   const int64_t passes = spec.isGPU() ? (rows + 15) / 16 : 1;
@@ -146,7 +150,7 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                << (spec.mask.kind == MaskKind::None ? "(2Nd" : "(2Kd, K the keys of the tiles the mask leaves")
                << (passes == 1 ? ")" : " each)")
                << " + write O (" << gd << ")"
-               << (s > 1 ? " + write and read the splits' partial states (2 s " + tt + "g (d + 1) " + st + ")" : "")
+               << (partials ? " + write and read the splits' partial states (2 s " + tt + "g (d + 1) " + st + ")" : "")
                << "\n"
                << "  textbook peak scratch: S and P, " << tt << "N " << st << " per query head (in place: "
                << gN << ")\n";
@@ -156,11 +160,17 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                  << counted(kvStages(spec), "stage") << " of K and V tiles of " << spec.tile_kv
                  << " keys (its shared memory, as `attnc spec` prints it)\n";
   else
-    llvm::outs() << "  kernel peak scratch:   per split (s = " << s
-                 << (fixedSplits ? "" : " in the table") << "), the group's "
-                 << counted(rows, "query row") << " + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
-                 << " + 2 tile_kv) d elements) + its score tiles and state ("
-                 << rows << " tile_kv and " << rows << " (d + 2) " << st << ")\n";
+    llvm::outs() << "  kernel peak scratch:   the group's " << counted(rows, "query row")
+                 << " + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
+                 << " + 2 tile_kv) d elements) + the score tile and state (" << rows
+                 << " tile_kv and " << rows << " (d + 2) " << st << ")"
+                 << (s > 1 ? "; the s = " + std::to_string(s) +
+                                 " splits run in turn, each from a fresh state merged into the "
+                                 "running one as it ends (one more " +
+                                 std::to_string(rows) + " (d + 2) " + st +
+                                 "), so no partial state is written"
+                           : std::string())
+                 << "\n";
   if (spec.target == Target::SM90a && (s > 1 || !fixedSplits))
     llvm::outs() << "  sm_90a: a launch whose splits' thread blocks all fit on the GPU at once "
                     "merges 2 to 8 splits (16 on a GPU that allows such clusters) inside a "
@@ -173,21 +183,29 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                                     "heads and the GPU"
                                   : "on the CPU the caller gives the split count (attnc run "
                                     "--num-splits, 4 unless given)")
-                 << "; the table assumes one split (each split adds 2 " << tt << "g (d + 1) " << st
-                 << " of partial state)\n";
+                 << "; the table assumes one split"
+                 << (spec.isGPU() ? " (each split adds 2 " + tt + "g (d + 1) " + st +
+                                        " of partial state)"
+                                  : std::string(" (the CPU's splits merge as they go: no partial "
+                                                "state is written)"))
+                 << "\n";
   llvm::outs() << "\n"
                << llvm::format("%8s %14s %14s %8s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "ratio", "textbook scratch", "kernel scratch");
   for (int64_t n : lengths) {
     const double tbHBM = g * (2.0 * t * d * b + 2.0 * n * d * b + 4.0 * t * n * sb);
     const double kHBM = 2.0 * rows * d * b + 2.0 * passes * keysRead(spec, t, t, n) * d * b +
-                        (s > 1 ? 2.0 * s * rows * (d + 1) * sb : 0);
-    const double perSplit = spec.isGPU() ? double(sharedMemoryBytes(spec))
-                                         : double(rows + 2 * spec.tile_kv) * d * b +
-                                               double(rows) * (spec.tile_kv + d + 2) * sb;
+                        (partials ? 2.0 * s * rows * (d + 1) * sb : 0);
+    // The GPU's s blocks each hold their shared memory; the CPU's one split
+    // at a time, and the merged state once there are splits.
+    const double scratch =
+        spec.isGPU() ? double(s) * double(sharedMemoryBytes(spec))
+                     : double(rows + 2 * spec.tile_kv) * d * b +
+                           double(rows) * (spec.tile_kv + d + 2) * sb +
+                           (s > 1 ? double(rows) * (d + 2) * sb : 0.0);
     llvm::outs() << llvm::format("%8lld %14s %14s %7.1fx %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(), tbHBM / kHBM,
-                                 bytes(double(rows) * n * sb).c_str(), bytes(s * perSplit).c_str());
+                                 bytes(double(rows) * n * sb).c_str(), bytes(scratch).c_str());
   }
   llvm::outs() << "(Decode is bound by reading K and V: as N grows the ratio approaches "
                   "g (1 + "
