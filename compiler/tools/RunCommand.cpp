@@ -350,6 +350,10 @@ std::string fileIdentity(std::string path) {
   return std::string(real);
 }
 
+/// The attention work past which a CPU run notes that it may take minutes
+/// (about 20 s on one core of the build machine).
+constexpr double kLongRunFlops = 50e9;
+
 /// The random inputs' shape where the flags leave it open.
 constexpr int64_t kBatch = 1, kKVHeads = 2;
 
@@ -603,6 +607,16 @@ int runTyped(const Spec &spec, const RunOptions &o) {
     return fail(llvm::toString(kernel.takeError()));
   llvm::outs() << "spec " << spec.str() << "\ncompiled for the CPU in "
                << llvm::format("%.3f", secondsSince(t0)) << " s\n";
+  // A long run says so first (the kernel's 4 q_len kv_len d flops per query
+  // head, unmasked, on one core), and its lines show as they come.
+  double flops = 0;
+  for (const auto &s : batch.sequences)
+    flops += 4.0 * double(batch.numQHeads()) * double(s.qLen) * double(s.kvLen) * spec.head_dim;
+  if (flops > kLongRunFlops)
+    llvm::outs() << "note: up to " << llvm::format("%.0f", flops / 1e9)
+                 << " GFLOP of attention on one CPU core, and the reference's checks: this "
+                    "may take minutes (smaller --q-len / --kv-len run faster)\n";
+  llvm::outs().flush();
 
   harness::Errors errors;
   double runSeconds = 0;
@@ -626,6 +640,7 @@ int runTyped(const Spec &spec, const RunOptions &o) {
       return fail(llvm::toString(std::move(err)));
     runSeconds += secondsSince(t1);
     printSequence(i, s.qLen, s.kvLen, batch.numQHeads(), batch.numKVHeads);
+    llvm::outs().flush();
     const std::vector<char> sample = sampleRows(batch, i, rng);
     harness::compare(batch, i, scale, out, lse, errors, sample.empty() ? nullptr : &sample);
     lastOut = std::move(out);
