@@ -97,8 +97,19 @@ static cl::opt<bool> runRagged("ragged",
                                cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<uint64_t> runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"),
                                  cl::sub(runCmd), cl::sub(traceCmd), cl::cat(attncCategory));
-static cl::opt<double> runScale("scale", cl::desc("Softmax scale, > 0 (default 1/sqrt(head_dim))"),
-                                cl::sub(runCmd), cl::cat(attncCategory));
+/// LLVM's double parser, which reads '' (and spaces) as 0: refused here, as
+/// the integer parsers refuse it.
+struct NumberParser : cl::parser<double> {
+  using cl::parser<double>::parser;
+  bool parse(cl::Option &o, llvm::StringRef name, llvm::StringRef arg, double &value) {
+    if (arg.trim().empty())
+      return o.error("'" + arg + "' value invalid for floating point argument!");
+    return cl::parser<double>::parse(o, name, arg, value);
+  }
+};
+static cl::opt<double, false, NumberParser>
+    runScale("scale", cl::desc("Softmax scale, > 0 (default 1/sqrt(head_dim))"), cl::sub(runCmd),
+             cl::cat(attncCategory));
 static cl::opt<int64_t> runSplits("num-splits",
                                   cl::desc("Splits for a decode spec with split_kv=auto (CPU "
                                            "default 4; GPU default: chosen from the SM count)"),
@@ -511,8 +522,8 @@ static int runCache() {
 
 /// A flag's value where the command line gave it, else nothing (the
 /// command chooses the default, which may depend on other flags).
-template <typename T>
-static std::optional<T> given(const cl::opt<T> &flag) {
+template <typename T, typename Parser>
+static std::optional<T> given(const cl::opt<T, false, Parser> &flag) {
   return flag.getNumOccurrences() ? std::optional<T>(flag.getValue()) : std::nullopt;
 }
 
