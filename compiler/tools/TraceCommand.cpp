@@ -2,7 +2,7 @@
 //
 // Follows one query row through the KV tiles in the order the compiled loops
 // visit them, printing the running max m, the rescale factor alpha, the
-// running sum l, the rescales so far and how far acc / l still is from the
+// running sum l, the rescales so far (in this split) and how far acc / l is from the
 // exact answer. The generated kernel then runs on the same input, and its
 // output must equal the last row of the table.
 //
@@ -197,6 +197,7 @@ int trace(const TraceOptions &o) {
       m = -inf;
       l = 0;
       std::fill(acc.begin(), acc.end(), 0.0);
+      rescales = 0; // counted per split, as its state is
     }
     // One step of the recurrence, as the kernel does it.
     std::vector<double> sc(k1 - k0);
