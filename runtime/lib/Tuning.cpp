@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,10 +37,11 @@ std::string trim(const std::string &s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-/// "tile_q=N,tile_kv=N[,stages=N]" (any order) into `t`.
+/// "tile_q=N,tile_kv=N[,stages=N]" (any order, each once) into `t`.
 bool parseTiles(const std::string &text, TunedTiles &t) {
   std::istringstream in(text);
   std::string field;
+  std::set<std::string> seen;
   while (std::getline(in, field, ',')) {
     field = trim(field);
     const size_t eq = field.find('=');
@@ -49,6 +52,8 @@ bool parseTiles(const std::string &text, TunedTiles &t) {
     if (*end != '\0' || v <= 0 || v > 4096)
       return false;
     const std::string key = field.substr(0, eq);
+    if (!seen.insert(key).second)
+      return false; // given twice: which one is meant?
     if (key == "tile_q")
       t.tile_q = v;
     else if (key == "tile_kv")
@@ -82,6 +87,7 @@ bool TuningTable::load(const std::string &path, std::string &error) {
   if (!in)
     return true; // no file: nothing tuned yet
   std::map<std::string, Entry> read;
+  std::map<std::string, int> lineOf; // each spec's line
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     std::string note;
@@ -97,7 +103,8 @@ bool TuningTable::load(const std::string &path, std::string &error) {
     e.note = note;
     if (colon == std::string::npos || !parseTiles(line.substr(colon + 1), e.tiles)) {
       error = path + ":" + std::to_string(number) +
-              ": expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]', got '" + line + "'";
+              ": expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]' (each field once), got '" +
+              line + "'";
       return false;
     }
     // The key names tile_q=0,tile_kv=0: parse it with the recorded tiles.
@@ -116,7 +123,13 @@ bool TuningTable::load(const std::string &path, std::string &error) {
       error = path + ":" + std::to_string(number) + ": " + spec.error->message();
       return false;
     }
-    read[tuningKey(*spec.spec)] = e;
+    const std::string key = tuningKey(*spec.spec);
+    if (auto [it, added] = lineOf.emplace(key, number); !added) {
+      error = path + ":" + std::to_string(number) + ": the spec of line " +
+              std::to_string(it->second) + " again (one line per spec: which tiles are meant?)";
+      return false;
+    }
+    read[key] = e;
   }
   entries_ = std::move(read);
   return true;

@@ -107,7 +107,19 @@ TEST_CASE("a bad tuning table is refused with its line, and bad tiles are never 
   TuningTable table;
   std::string error;
   CHECK_FALSE(table.load(path, error));
-  CHECK(error == path + ":3: expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]', got 'head_dim=128: tile_q=64'");
+  CHECK(error == path + ":3: expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]' (each field once), "
+                        "got 'head_dim=128: tile_q=64'");
+  CHECK(table.size() == 0);
+  // A field given twice, and a spec given on two lines: which one is meant is not guessed.
+  std::ofstream(path) << "head_dim=128: tile_q=64,tile_kv=64,tile_q=128\n";
+  CHECK_FALSE(table.load(path, error));
+  CHECK(error.rfind(path + ":1: expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]' (each field once)",
+                    0) == 0);
+  const std::string key = tuningKey(parsed("mask=causal"));
+  std::ofstream(path) << key << ": tile_q=64,tile_kv=64\n# the same again\n"
+                      << key << ": tile_q=128,tile_kv=64\n";
+  CHECK_FALSE(table.load(path, error));
+  CHECK(error == path + ":3: the spec of line 1 again (one line per spec: which tiles are meant?)");
   CHECK(table.size() == 0);
 
   std::ofstream(path) << "head_dim=100: tile_q=64,tile_kv=64\n";
