@@ -677,6 +677,13 @@ int main(int argc, char **argv) {
         parseErrors.replace(at + 6, end - (at + 6), help);
         at += 6 + help.size();
       }
+      // "Too many positional arguments ... See: ARGV0 --help" likewise.
+      for (size_t at = 0; (at = parseErrors.find("See: ", at)) != std::string::npos;) {
+        const size_t end = parseErrors.find('\n', at);
+        parseErrors.replace(at + 5, (end == std::string::npos ? parseErrors.size() : end) - (at + 5),
+                            "'" + help + "'");
+        at += 5 + help.size() + 2;
+      }
       llvm::errs() << parseErrors;
       return 1;
     }
