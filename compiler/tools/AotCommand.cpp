@@ -253,8 +253,7 @@ int aot(const AotOptions &o) {
     // such build is reported with its architecture, and --skip-bad keeps the
     // others; a line bad for all of them alike is reported once.
     std::vector<std::pair<std::string, std::string>> failed; // arch, message
-    std::string again; // the architectures an earlier line built this spec for
-    int againLine = 0;
+    std::vector<std::pair<std::string, int>> again; // arch, the earlier line building it
     for (const std::string &arch : archs) {
       SpecResult r = parseSpec(named ? line : line + ",target=" + arch);
       if (!r) {
@@ -279,10 +278,8 @@ int aot(const AotOptions &o) {
         return j.spec == job.spec && j.arch == job.arch;
       });
       const bool dup = earlier != jobs.end();
-      if (dup) {
-        again += (again.empty() ? "" : ", ") + job.arch;
-        againLine = earlier->line;
-      }
+      if (dup)
+        again.push_back({job.arch, earlier->line});
       // Decode kernels of another tile_q are the same code (the runtime serves
       // every token count from one): said, and built as the line asks.
       for (const Job &j : jobs) {
@@ -302,9 +299,21 @@ int aot(const AotOptions &o) {
         break; // the line chose its architecture
     }
     // The same kernel as an earlier line, however it is spelt: built once.
-    if (!again.empty())
-      llvm::errs() << "attnc aot: " << where << "note: the spec of line " << againLine
-                   << " again (for " << again << "): built once\n";
+    if (!again.empty()) {
+      const bool oneLine = std::all_of(again.begin(), again.end(), [&](const auto &a) {
+        return a.second == again.front().second;
+      });
+      llvm::errs() << "attnc aot: " << where << "note: the spec of ";
+      if (oneLine)
+        llvm::errs() << "line " << again.front().second << " again (for ";
+      else
+        llvm::errs() << "earlier lines again (";
+      for (size_t i = 0; i < again.size(); ++i)
+        llvm::errs() << (i ? ", " : "")
+                     << (oneLine ? "" : "line " + std::to_string(again[i].second) + " for ")
+                     << again[i].first;
+      llvm::errs() << "): built once\n";
+    }
     const bool alike = std::all_of(failed.begin(), failed.end(), [&](const auto &f) {
       return f.second == failed.front().second;
     });
@@ -336,8 +345,9 @@ int aot(const AotOptions &o) {
   llvm::sys::fs::remove_directories(tmp);
   // Folders readable by all (the umask still applies), as the files in them
   // are: a server running as another user loads them.
-  if (std::error_code ec = llvm::sys::fs::create_directories(tmp + "/cubins", true,
-                                                             llvm::sys::fs::all_all))
+  const auto perms = static_cast<llvm::sys::fs::perms>(
+      llvm::sys::fs::owner_all | llvm::sys::fs::all_read | llvm::sys::fs::all_exe);
+  if (std::error_code ec = llvm::sys::fs::create_directories(tmp + "/cubins", true, perms))
     return fail("cannot write " + o.output + " (" + ec.message() + " for " + tmp +
                 "); nothing compiled");
 

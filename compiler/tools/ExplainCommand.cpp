@@ -197,12 +197,13 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
     const double kHBM = 2.0 * rows * d * b + 2.0 * passes * keysRead(spec, t, t, n) * d * b +
                         (partials ? 2.0 * s * rows * (d + 1) * sb : 0);
     // The GPU's s blocks each hold their shared memory; the CPU's one split
-    // at a time, and the merged state once there are splits.
+    // at a time, and the merged state wherever the spec may split (the split
+    // loop is there for auto too).
     const double scratch =
         spec.isGPU() ? double(s) * double(sharedMemoryBytes(spec))
                      : double(rows + 2 * spec.tile_kv) * d * b +
                            double(rows) * (spec.tile_kv + d + 2) * sb +
-                           (s > 1 ? double(rows) * (d + 2) * sb : 0.0);
+                           (spec.split_kv != 1 ? double(rows) * (d + 2) * sb : 0.0);
     llvm::outs() << llvm::format("%8lld %14s %14s %7.1fx %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(), tbHBM / kHBM,
                                  bytes(double(rows) * n * sb).c_str(), bytes(scratch).c_str());

@@ -328,7 +328,9 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
 /// The file `path` names, so that two spellings of one file (a relative and
 /// an absolute path, a symbolic link, one whose file does not exist yet)
 /// compare equal: its real path, or where it does not exist yet, its
-/// folder's real path and its name.
+/// folder's real path and its name; "" for what is not a regular file
+/// (/dev/stdout and /dev/stderr may both be one terminal, and are no file to
+/// lose), which equals nothing.
 std::string fileIdentity(std::string path) {
   // A symbolic link to a file not made yet: where it points (up to 40 links).
   char target[4096];
@@ -342,7 +344,7 @@ std::string fileIdentity(std::string path) {
   }
   llvm::SmallString<256> real;
   if (!llvm::sys::fs::real_path(path, real)) // no error: it exists
-    return std::string(real);
+    return llvm::sys::fs::is_regular_file(real) ? std::string(real) : std::string();
   const llvm::StringRef parent = llvm::sys::path::parent_path(path);
   if (llvm::sys::fs::real_path(parent.empty() ? "." : parent, real))
     return path; // no such folder either: as spelt
@@ -376,7 +378,11 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
            std::to_string(kMaxSplitKV);
   // An output must be a file of its own: not the other output, not an input
   // (which it would replace), however either is spelt.
-  if (!o.out.empty() && !o.lse.empty() && fileIdentity(o.out) == fileIdentity(o.lse))
+  auto same = [](const std::string &a, const std::string &b) {
+    const std::string file = fileIdentity(a);
+    return !file.empty() && file == fileIdentity(b);
+  };
+  if (!o.out.empty() && !o.lse.empty() && same(o.out, o.lse))
     return "--out " + o.out + " and --lse " + o.lse + " name the same file";
   for (auto [flag, path] : {std::pair<const char *, const std::string &>{"--out", o.out}, {"--lse", o.lse}}) {
     if (path.empty())
@@ -384,7 +390,7 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
     for (auto [input, inputPath] :
          {std::pair<const char *, const std::string &>{"--q", o.q}, {"--k", o.k}, {"--v", o.v},
           {"--block-table", o.blockTable}})
-      if (!inputPath.empty() && fileIdentity(path) == fileIdentity(inputPath))
+      if (!inputPath.empty() && same(path, inputPath))
         return std::string(flag) + " " + path + " is the " + input + " input " + inputPath +
                ": it would be replaced (write the output to another file)";
   }

@@ -150,12 +150,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   const std::string pending = output + ".tmp." + std::to_string(llvm::sys::Process::getProcessId());
-  // Killed by a signal (a closed pipe, ^C): the temporary file goes too.
-  llvm::sys::RemoveFileOnSignal(pending);
+  // The driver's output file removes `pending` if a signal (a closed pipe,
+  // ^C) stops the run; from its end to the rename, this does.
   if (!runOpt(argc, argv, input, pending, registry)) {
     llvm::sys::fs::remove(pending); // (the driver removes it too, unless it never opened it)
     return 1;
   }
+  llvm::sys::RemoveFileOnSignal(pending);
   if (std::error_code ec = llvm::sys::fs::rename(pending, output)) {
     llvm::errs() << "attn-opt: cannot write " << output << ": " << ec.message() << "\n";
     llvm::sys::fs::remove(pending);

@@ -309,7 +309,9 @@ void applyDefaultTiles(Spec &spec) {
   if (tuner && spec.tile_kv == 0 && (spec.tile_q == 0 || decode)) {
     if (std::optional<TunedTiles> tuned = tuner(spec)) {
       Spec t = spec;
-      t.tile_q = decode && spec.tile_q ? spec.tile_q : tuned->tile_q;
+      // (A decode spec that leaves it open takes one token, the default, not
+      // the table's tile_q, which a hand-written line may set.)
+      t.tile_q = decode ? (spec.tile_q ? spec.tile_q : 1) : tuned->tile_q;
       t.tile_kv = tuned->tile_kv;
       if (t.stages == kStagesAuto)
         t.stages = tuned->stages; // measured with those tiles

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 namespace attn {
 
@@ -22,6 +23,11 @@ uint64_t field(const unsigned char *b, size_t at, int size) {
 
 bool readCubinSymbols(const unsigned char *b, size_t n, CubinSymbols &out, std::string &why) {
   constexpr size_t kEhdr = 64, kShdr = 64, kSym = 24;
+  // No kernel attnc names comes near this; a longer name (a damaged or made-up
+  // string table) is passed over rather than copied.
+  constexpr size_t kLongestName = 512;
+  const std::string launchSuffix = kernel::kLaunchShapeSuffix;
+  const uint64_t launchBytes = 4 * uint64_t(kernel::kLaunchShapeInts);
   constexpr int kMachineCuda = 190, kSymtab = 2, kNoBits = 8, kObject = 1, kFunc = 2,
                 kGlobal = 1;
   out = CubinSymbols();
@@ -48,7 +54,7 @@ bool readCubinSymbols(const unsigned char *b, size_t n, CubinSymbols &out, std::
     return field(b, shoff + i * shentsize + at, size);
   };
   bool symtab = false;
-  for (uint64_t i = 0; i < shnum; ++i) {
+  for (uint64_t i = 0; i < shnum && !symtab; ++i) { // the symbol table (a cubin has one)
     if (section(i, 4, 4) != kSymtab)
       continue;
     symtab = true;
@@ -66,15 +72,22 @@ bool readCubinSymbols(const unsigned char *b, size_t n, CubinSymbols &out, std::
       if (shndx == 0 || name >= strSize)
         continue;
       const char *text = reinterpret_cast<const char *>(b + strOffset + name);
-      std::string symbol(text, strnlen(text, strSize - name));
+      const size_t length = strnlen(text, std::min<uint64_t>(strSize - name, kLongestName + 1));
+      if (length > kLongestName)
+        continue;
+      std::string symbol(text, length);
       if ((info & 0xf) == kFunc && info >> 4 == kGlobal) {
         out.kernels.push_back({std::move(symbol), 0});
         continue;
       }
-      // An object's bytes: at its value within its section, where the section
-      // has bytes in the file.
+      // A launch shape's bytes (the only objects read): at its value within
+      // its section, where the section has bytes in the file.
       const uint64_t value = field(b, at + 8, 8), bytes = field(b, at + 16, 8);
-      if ((info & 0xf) != kObject || shndx >= shnum || section(shndx, 4, 4) == kNoBits)
+      const bool launch = symbol.size() > launchSuffix.size() &&
+                          symbol.compare(symbol.size() - launchSuffix.size(), launchSuffix.size(),
+                                         launchSuffix) == 0;
+      if ((info & 0xf) != kObject || !launch || bytes != launchBytes || shndx >= shnum ||
+          section(shndx, 4, 4) == kNoBits)
         continue;
       const uint64_t sectionAt = section(shndx, 24, 8), sectionSize = section(shndx, 32, 8);
       if (!inside(sectionAt, sectionSize) || value > sectionSize || bytes > sectionSize - value)
@@ -96,6 +109,9 @@ bool readCubinSymbols(const unsigned char *b, size_t n, CubinSymbols &out, std::
     return true;
   const uint64_t namesAt = section(names, 24, 8), namesSize = section(names, 32, 8);
   const std::string prefix = ".nv.info.";
+  std::map<std::string, size_t> kernelAt; // each kernel's place in out.kernels
+  for (size_t k = 0; k < out.kernels.size(); ++k)
+    kernelAt.emplace(out.kernels[k].first, k);
   for (uint64_t i = 0; i < shnum; ++i) {
     const uint64_t name = section(i, 0, 4), offset = section(i, 24, 8), size = section(i, 32, 8);
     if (name >= namesSize || !inside(offset, size))
@@ -104,16 +120,22 @@ bool readCubinSymbols(const unsigned char *b, size_t n, CubinSymbols &out, std::
     const std::string sectionName(text, strnlen(text, namesSize - name));
     if (sectionName.compare(0, prefix.size(), prefix) != 0)
       continue;
-    for (auto &[kernel, maxThreads] : out.kernels) {
-      if (sectionName.compare(prefix.size(), std::string::npos, kernel) != 0)
-        continue;
-      for (uint64_t at = offset; at + 4 <= offset + size;) {
-        const uint64_t length = b[at] == kSizedValue ? field(b, at + 2, 2) : 0;
-        if (b[at] == kSizedValue && b[at + 1] == kMaxThreads && length >= 12 &&
-            at + 4 + 12 <= offset + size)
-          maxThreads = field(b, at + 4, 4) * field(b, at + 8, 4) * field(b, at + 12, 4);
-        at += 4 + length;
+    const auto kernel = kernelAt.find(sectionName.substr(prefix.size()));
+    if (kernel == kernelAt.end())
+      continue;
+    uint64_t &maxThreads = out.kernels[kernel->second].second;
+    for (uint64_t at = offset; at + 4 <= offset + size;) {
+      const uint64_t length = b[at] == kSizedValue ? field(b, at + 2, 2) : 0;
+      if (b[at] == kSizedValue && b[at + 1] == kMaxThreads && length >= 12 &&
+          at + 4 + 12 <= offset + size) {
+        // x * y * z of 32-bit values: past 64 bits, as many as can be said.
+        uint64_t xy = 0, xyz = 0;
+        maxThreads = __builtin_mul_overflow(field(b, at + 4, 4), field(b, at + 8, 4), &xy) ||
+                             __builtin_mul_overflow(xy, field(b, at + 12, 4), &xyz)
+                         ? UINT64_MAX
+                         : xyz;
       }
+      at += 4 + length;
     }
   }
   return true;
@@ -123,7 +145,7 @@ std::string checkBundledCubins(const BundledLaunch &launch, const NamedCubin &cu
                                const NamedCubin &pairCubin) {
   SpecResult spec = parseSpec(launch.spec);
   if (!spec)
-    return spec.error->message();
+    return cubin.name + ": its spec is invalid: " + spec.error->message();
   const std::string symbol = spec.spec->symbol();
   if (launch.fields == kernel::kLaunchShapeInts &&
       (launch.pair_shared_bytes > 0) != (pairCubin.size > 0))
@@ -177,8 +199,8 @@ std::string checkBundledCubins(const BundledLaunch &launch, const NamedCubin &cu
       // A block of more threads than the kernel was compiled for does not launch.
       if (it->second > 0 && static_cast<uint64_t>(l.threads) > it->second) {
         problem(file->name + "'s kernel " + l.kernel + " takes at most " +
-                std::to_string(it->second) + " threads a block, the " + l.column + " launch " +
-                std::to_string(l.threads));
+                std::to_string(it->second) + " threads a block: " + l.column + " = " +
+                std::to_string(l.threads) + " launches more");
         wrong = true;
         break;
       }
@@ -187,11 +209,11 @@ std::string checkBundledCubins(const BundledLaunch &launch, const NamedCubin &cu
       continue;
     auto shape = std::find_if(defined.objects.begin(), defined.objects.end(),
                               [&](const auto &o) { return o.first == shapeName; });
-    if (shape == defined.objects.end() ||
-        shape->second.size() != 4 * size_t(kernel::kLaunchShapeInts)) {
+    if (shape == defined.objects.end()) {
       problem(file->name + " does not say the launch shape of its kernels (no " + shapeName +
               " of " + std::to_string(kernel::kLaunchShapeInts) +
-              " ints: built by an earlier attnc; rebuild the bundle with `attnc aot`)");
+              " ints with its bytes: built by an earlier attnc, or damaged; rebuild the bundle "
+              "with `attnc aot`)");
       continue;
     }
     for (int i = 0; i < std::min(launch.fields, kernel::kLaunchShapeInts); ++i) {

@@ -9,6 +9,7 @@
 
 #include "attnc/Bundle.h"
 #include "attnc/BundleFolder.h"
+#include "attnc/Cubin.h"
 #include "FakeCubin.h"
 
 #include "attn/Spec.h"
@@ -416,12 +417,25 @@ TEST_CASE("a line whose launch shape is not the one its cubins say is refused",
   dir = makeFolder("unsaid");
   replaceCubin(dir, "cubins/a.cubin", fakeCubin("prefill", {symbol(kPrefill)}));
   CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin does not say the launch shape of its "
-                          "kernels (no " + symbol(kPrefill) + "_launch of 5 ints: built by an "
-                          "earlier attnc; rebuild the bundle with `attnc aot`)") !=
+                          "kernels (no " + symbol(kPrefill) + "_launch of 5 ints with its bytes: "
+                          "built by an earlier attnc, or damaged; rebuild the bundle with `attnc "
+                          "aot`)") !=
         std::string::npos);
   CHECK(attn::bundledKernels().size() == before);
   for (const char *name : {"fewer-threads", "less-shared", "pair-shape", "unsaid"})
     CHECK_FALSE(registered(name));
+  // A line of format 1 has no cluster_merge nor pair_shared_bytes column (nor a pair
+  // cubin): its three columns of the shape are compared; as format 2 they would not pass.
+  attn::ManifestLine old;
+  old.spec = canonical(kDecode);
+  old.cubin = "cubins/b.cubin";
+  old.threads = 128, old.shared_bytes = 51200, old.merge_threads = 128;
+  const std::vector<unsigned char> decode(kDecodeCubin.begin(), kDecodeCubin.end()), none;
+  CHECK(attn::checkCubinKernels(old, 1, decode, none).empty());
+  CHECK_FALSE(attn::checkCubinKernels(old, 2, decode, none).empty());
+  old.shared_bytes = 4096;
+  CHECK(attn::checkCubinKernels(old, 1, decode, none).find("built for shared_bytes = 51200") !=
+        std::string::npos);
 }
 
 TEST_CASE("a cubin damaged anywhere is refused or read within its bytes", "[bundle-folder]") {
@@ -451,6 +465,48 @@ TEST_CASE("a cubin damaged anywhere is refused or read within its bytes", "[bund
     std::vector<unsigned char> shorter(whole.begin(), whole.begin() + static_cast<long>(cut));
     CHECK_FALSE(attn::checkCubinKernels(m, attn::kManifestFormat, shorter, pair).empty());
   }
+}
+
+TEST_CASE("a made-up symbol table costs no more than the cubin's bytes to read",
+          "[bundle-folder]") {
+  // 20000 data objects, each over the whole of a 64 KiB section, and names
+  // that run to the end of a string table without a terminator: reading
+  // them whole would copy gigabytes. Only launch shapes (20 bytes, named
+  // "..._launch") and names of at most 512 bytes are kept.
+  using attn::test::put;
+  const size_t objects = 20000, dataBytes = 64 << 10;
+  std::string strtab(1, '\0');
+  strtab += "object" + std::string(1, '\0');
+  const size_t unterminated = strtab.size();
+  strtab += std::string(4096, 'x');
+  std::string symtab(24, '\0');
+  for (size_t i = 0; i < objects; ++i) {
+    std::string sym(24, '\0');
+    put(sym, 0, i % 2 ? 1 : unterminated, 4); // st_name
+    put(sym, 4, 1, 1);                        // STB_LOCAL, STT_OBJECT
+    put(sym, 6, 3, 2);                        // in the data section
+    put(sym, 16, dataBytes, 8);               // st_size: all of it
+    symtab += sym;
+  }
+  std::string elf(64, '\0');
+  elf.replace(0, 6, "\x7f" "ELF\x02\x01");
+  put(elf, 18, 190, 2);
+  const size_t strAt = elf.size(), symAt = strAt + strtab.size(), dataAt = symAt + symtab.size();
+  elf += strtab + symtab + std::string(dataBytes, '\1');
+  std::string headers(4 * 64, '\0');
+  put(headers, 64 + 4, 3, 4), put(headers, 64 + 24, strAt, 8), put(headers, 64 + 32, strtab.size(), 8);
+  put(headers, 128 + 4, 2, 4), put(headers, 128 + 24, symAt, 8);
+  put(headers, 128 + 32, symtab.size(), 8), put(headers, 128 + 40, 1, 4);
+  put(headers, 128 + 56, 24, 8);
+  put(headers, 192 + 4, 1, 4), put(headers, 192 + 24, dataAt, 8), put(headers, 192 + 32, dataBytes, 8);
+  put(elf, 40, elf.size(), 8), put(elf, 58, 64, 2), put(elf, 60, 4, 2);
+  elf += headers;
+  attn::CubinSymbols symbols;
+  std::string why;
+  REQUIRE(attn::readCubinSymbols(reinterpret_cast<const unsigned char *>(elf.data()), elf.size(),
+                                 symbols, why));
+  CHECK(symbols.objects.empty());
+  CHECK(symbols.kernels.empty());
 }
 
 TEST_CASE("a manifest with CRLF line ends, blank lines and comments loads", "[bundle-folder]") {

@@ -141,6 +141,7 @@ TEST_CASE("a bundle whose entry's launch shape is not the one its cubin says is 
                      "launch shape, or another spec's cubin); its kernels are not used");
   CHECK(errors[5].find("bundle unsaid: entry 0 (" + std::string(k128Sm80) + ")'s cubin does not "
                        "say the launch shape of its kernels (no " + symbol(k128Sm80) +
-                       "_launch of 5 ints: built by an earlier attnc") != std::string::npos);
+                       "_launch of 5 ints with its bytes: built by an earlier attnc") !=
+        std::string::npos);
   CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
 }

@@ -87,6 +87,12 @@ TEST_CASE("a tuned pipeline depth comes with its tiles, unless the spec sets its
   CHECK(fourTokens.tile_kv == 64);
   CHECK(kvStages(fourTokens) == 4);
   CHECK(kvStages(parsed("mode=decode,page_size=16,gqa=4,tile_q=4,tile_kv=64")) != 4); // tile_kv given
+  // A line that records another tile_q for decode (written by hand: tune records 1) does
+  // not make a spec that leaves it open a step of that many tokens.
+  again.set(parsed("mode=decode,page_size=16,gqa=2"), {16, 128}, "");
+  const Spec oneToken = parsed("mode=decode,page_size=16,gqa=2");
+  CHECK(oneToken.tile_q == 1);
+  CHECK(oneToken.tile_kv == 128);
   TuningTable::install(nullptr);
   CHECK(parsed("mask=causal").stages == kStagesAuto);
   std::remove(path.c_str());
