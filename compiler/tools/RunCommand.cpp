@@ -332,6 +332,13 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
 /// (/dev/stdout and /dev/stderr may both be one terminal, and are no file to
 /// lose), which equals nothing.
 std::string fileIdentity(std::string path) {
+  llvm::SmallString<256> real;
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status)) // it exists (links followed)
+    return status.type() == llvm::sys::fs::file_type::regular_file &&
+                   !llvm::sys::fs::real_path(path, real)
+               ? std::string(real)
+               : std::string();
   // A symbolic link to a file not made yet: where it points (up to 40 links).
   char target[4096];
   for (int links = 0; links < 40; ++links) {
@@ -342,9 +349,6 @@ std::string fileIdentity(std::string path) {
     const llvm::StringRef folder = llvm::sys::path::parent_path(path);
     path = llvm::sys::path::is_absolute(to) || folder.empty() ? to : (folder + "/" + to).str();
   }
-  llvm::SmallString<256> real;
-  if (!llvm::sys::fs::real_path(path, real)) // no error: it exists
-    return llvm::sys::fs::is_regular_file(real) ? std::string(real) : std::string();
   const llvm::StringRef parent = llvm::sys::path::parent_path(path);
   if (llvm::sys::fs::real_path(parent.empty() ? "." : parent, real))
     return path; // no such folder either: as spelt
