@@ -315,7 +315,8 @@ int verifyBundle(const std::string &dir) {
     // The cubins define the kernels the line's spec names (the loader looks them up by name).
     // Where they do not, the line's spec or its cubins changed: bundle.cpp, registered by
     // spec, says nothing more.
-    if (readMain && readPair && !(why = checkCubinKernels(m, head.format, cubin, pairCubin)).empty()) {
+    if (readMain && readPair &&
+        !(why = checkCubinKernels(m, head.format, cubin, pairCubin)).empty()) {
       problem(where, why);
       allRead = false;
       continue;

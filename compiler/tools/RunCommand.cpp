@@ -368,7 +368,10 @@ constexpr int64_t kBatch = 1, kKVHeads = 2;
 /// is made, and on a machine without a GPU before its absence).
 std::string checkFlags(const Spec &spec, const RunOptions &o) {
   const bool fromFiles = !o.q.empty();
-  for (auto [flag, path] : {std::pair<const char *, const std::string &>{"--out", o.out}, {"--lse", o.lse}})
+  using Flag = std::pair<const char *, const std::string &>; // a flag and its file
+  const Flag outputs[] = {{"--out", o.out}, {"--lse", o.lse}};
+  const Flag inputs[] = {{"--q", o.q}, {"--k", o.k}, {"--v", o.v}, {"--block-table", o.blockTable}};
+  for (auto [flag, path] : outputs)
     if (!path.empty())
       if (std::string why = npy::writable(path); !why.empty())
         return std::string(flag) + " " + path + ": " + why;
@@ -388,12 +391,10 @@ std::string checkFlags(const Spec &spec, const RunOptions &o) {
   };
   if (!o.out.empty() && !o.lse.empty() && same(o.out, o.lse))
     return "--out " + o.out + " and --lse " + o.lse + " name the same file";
-  for (auto [flag, path] : {std::pair<const char *, const std::string &>{"--out", o.out}, {"--lse", o.lse}}) {
+  for (auto [flag, path] : outputs) {
     if (path.empty())
       continue;
-    for (auto [input, inputPath] :
-         {std::pair<const char *, const std::string &>{"--q", o.q}, {"--k", o.k}, {"--v", o.v},
-          {"--block-table", o.blockTable}})
+    for (auto [input, inputPath] : inputs)
       if (!inputPath.empty() && same(path, inputPath))
         return std::string(flag) + " " + path + " is the " + input + " input " + inputPath +
                ": it would be replaced (write the output to another file)";

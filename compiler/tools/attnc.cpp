@@ -679,9 +679,8 @@ int main(int argc, char **argv) {
       }
       // "Too many positional arguments ... See: ARGV0 --help" likewise.
       for (size_t at = 0; (at = parseErrors.find("See: ", at)) != std::string::npos;) {
-        const size_t end = parseErrors.find('\n', at);
-        parseErrors.replace(at + 5, (end == std::string::npos ? parseErrors.size() : end) - (at + 5),
-                            "'" + help + "'");
+        const size_t end = std::min(parseErrors.find('\n', at), parseErrors.size());
+        parseErrors.replace(at + 5, end - (at + 5), "'" + help + "'");
         at += 5 + help.size() + 2;
       }
       llvm::errs() << parseErrors;

@@ -494,11 +494,13 @@ TEST_CASE("a made-up symbol table costs no more than the cubin's bytes to read",
   const size_t strAt = elf.size(), symAt = strAt + strtab.size(), dataAt = symAt + symtab.size();
   elf += strtab + symtab + std::string(dataBytes, '\1');
   std::string headers(4 * 64, '\0');
-  put(headers, 64 + 4, 3, 4), put(headers, 64 + 24, strAt, 8), put(headers, 64 + 32, strtab.size(), 8);
+  put(headers, 64 + 4, 3, 4), put(headers, 64 + 24, strAt, 8);
+  put(headers, 64 + 32, strtab.size(), 8);
   put(headers, 128 + 4, 2, 4), put(headers, 128 + 24, symAt, 8);
   put(headers, 128 + 32, symtab.size(), 8), put(headers, 128 + 40, 1, 4);
   put(headers, 128 + 56, 24, 8);
-  put(headers, 192 + 4, 1, 4), put(headers, 192 + 24, dataAt, 8), put(headers, 192 + 32, dataBytes, 8);
+  put(headers, 192 + 4, 1, 4), put(headers, 192 + 24, dataAt, 8);
+  put(headers, 192 + 32, dataBytes, 8);
   put(elf, 40, elf.size(), 8), put(elf, 58, 64, 2), put(elf, 60, 4, 2);
   elf += headers;
   attn::CubinSymbols symbols;
