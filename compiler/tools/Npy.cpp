@@ -263,6 +263,18 @@ bool writesThrough(const std::string &path) {
   return ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
 }
 
+std::string linkEnd(std::string path) {
+  char target[4096];
+  for (int links = 0; links < 40; ++links) {
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    if (n <= 0)
+      break;
+    const std::string to(target, size_t(n)), from = llvm::sys::path::parent_path(path).str();
+    path = llvm::sys::path::is_relative(to) && !from.empty() ? from + "/" + to : to;
+  }
+  return path;
+}
+
 std::string writable(const std::string &path) {
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0; // following a link
@@ -275,12 +287,8 @@ std::string writable(const std::string &path) {
   bool inPlace = false;
   if (writesThrough(path)) {
     inPlace = exists;
-    char target[4096];
-    const ssize_t n = inPlace ? 0 : ::readlink(path.c_str(), target, sizeof target - 1);
-    if (n > 0) {
-      const std::string to(target, size_t(n)), from = llvm::sys::path::parent_path(path).str();
-      file = llvm::sys::path::is_relative(to) && !from.empty() ? from + "/" + to : to;
-    }
+    if (!inPlace)
+      file = linkEnd(path);
   }
   if (inPlace)
     return ::access(file.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);

@@ -38,6 +38,11 @@ bool write(const std::string &path, const Array &array, std::string &error);
 /// written in place.
 bool writesThrough(const std::string &path);
 
+/// Where a chain of symbolic links ending at a file not made yet leads (up
+/// to 40 links, each relative one from its own folder): the file a write
+/// through `path` creates. `path` itself where it is no link.
+std::string linkEnd(std::string path);
+
 /// "" where write(path, ...) can be tried (its folder, or the file written
 /// through, takes writes), else why not, e.g. "cannot write in /x: No such
 /// file or directory": said before anything is computed.

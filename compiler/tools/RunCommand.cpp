@@ -339,16 +339,7 @@ std::string fileIdentity(std::string path) {
                    !llvm::sys::fs::real_path(path, real)
                ? std::string(real)
                : std::string();
-  // A symbolic link to a file not made yet: where it points (up to 40 links).
-  char target[4096];
-  for (int links = 0; links < 40; ++links) {
-    const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
-    if (n <= 0)
-      break;
-    const std::string to(target, static_cast<size_t>(n));
-    const llvm::StringRef folder = llvm::sys::path::parent_path(path);
-    path = llvm::sys::path::is_absolute(to) || folder.empty() ? to : (folder + "/" + to).str();
-  }
+  path = npy::linkEnd(path); // a symbolic link to a file not made yet: where it leads
   const llvm::StringRef parent = llvm::sys::path::parent_path(path);
   if (llvm::sys::fs::real_path(parent.empty() ? "." : parent, real))
     return path; // no such folder either: as spelt
