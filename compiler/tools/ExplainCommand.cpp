@@ -18,6 +18,8 @@
 
 #include "attnc/CpuBackend.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -341,9 +343,11 @@ int explain(const ExplainOptions &o) {
     std::istringstream in(o.lengths);
     std::string item;
     while (std::getline(in, item, ',')) {
-      char *end = nullptr;
-      long long n = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || n < 1 || n > (1 << 20)) {
+      // Digits only: strtoll would take a sign and leading spaces.
+      const bool digits = !item.empty() && item.size() <= 8 &&
+                          llvm::all_of(item, [](char c) { return llvm::isDigit(c); });
+      const long long n = digits ? std::strtoll(item.c_str(), nullptr, 10) : 0;
+      if (n < 1 || n > (1 << 20)) {
         llvm::errs() << "attnc explain: --lengths: '" << item
                      << "' is not a length in 1..1048576\n";
         return 1;

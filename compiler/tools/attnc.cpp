@@ -24,6 +24,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -31,6 +33,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Config/llvm-config.h"
+#include <type_traits>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -67,36 +70,54 @@ static cl::opt<std::string>
              cl::sub(runCmd), cl::sub(traceCmd), cl::sub(explainCmd), cl::sub(tuneCmd),
              cl::cat(attncCategory));
 
+/// LLVM's integer parsers take a radix prefix ('0x10' is 16, '0b11' is 3, a
+/// leading 0 is not octal but '0o7' is): attnc's numbers are decimal, as a
+/// spec's are, so anything but an optional '-' and digits is refused. (LLVM's
+/// parsers of long and unsigned long are final, so the options hold long long.)
+template <typename T> struct DecimalParser : cl::parser<T> {
+  using cl::parser<T>::parser;
+  bool parse(cl::Option &o, llvm::StringRef name, llvm::StringRef arg, T &value) {
+    llvm::StringRef digits = arg;
+    if (std::is_signed_v<T>)
+      digits.consume_front("-");
+    if (digits.empty() || !llvm::all_of(digits, llvm::isDigit))
+      return o.error("'" + arg + "' is not a decimal integer");
+    return cl::parser<T>::parse(o, name, arg, value);
+  }
+};
+template <typename T> using Integer = cl::opt<T, false, DecimalParser<T>>;
+
 // attnc run
 static cl::opt<std::string> runTarget("target",
                                       cl::desc("Where to run: cpu, or gpu (the first CUDA device; "
                                                "the spec's target defaults to its architecture)"),
                                       cl::init("cpu"),
                                       cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> runBatch("batch",
-                                 cl::desc("Sequences in the batch (random inputs; default 1)"),
-                                 cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> runKVHeads("num-kv-heads",
-                                   cl::desc("KV heads (random inputs; default 2); query heads = "
-                                            "gqa x this"),
+static Integer<long long> runBatch("batch",
+                                   cl::desc("Sequences in the batch (random inputs; default 1)"),
                                    cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> runQLen("q-len",
-                                cl::desc("Queries per sequence (default 128; decode: the spec's "
-                                         "tile_q, its query tokens, 1 unless given)"),
-                                cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> runKVLen("kv-len",
-                                 cl::desc("Keys per sequence (default q-len; decode 512, at "
-                                          "least q-len unless 0); with --q and a paged cache, "
-                                          "the sequence's length"),
-                                 cl::sub(runCmd), cl::cat(attncCategory));
+static Integer<long long> runKVHeads("num-kv-heads",
+                                     cl::desc("KV heads (random inputs; default 2); query heads = "
+                                              "gqa x this"),
+                                     cl::sub(runCmd), cl::cat(attncCategory));
+static Integer<long long> runQLen("q-len",
+                                  cl::desc("Queries per sequence (default 128; decode: the spec's "
+                                           "tile_q, its query tokens, 1 unless given)"),
+                                  cl::sub(runCmd), cl::cat(attncCategory));
+static Integer<long long> runKVLen("kv-len",
+                                   cl::desc("Keys per sequence (default q-len; decode 512, at "
+                                            "least q-len unless 0); with --q and a paged cache, "
+                                            "the sequence's length"),
+                                   cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<bool> runRagged("ragged",
                                cl::desc("Draw each sequence's lengths in 1..q-len / 1..kv-len "
                                         "(a length of 0 stays 0; decode keeps q-len and draws "
                                         "kv-len from q-len up; a prefill with kv-len = q-len "
                                         "keeps them equal)"),
                                cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<uint64_t> runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"),
-                                 cl::sub(runCmd), cl::sub(traceCmd), cl::cat(attncCategory));
+static Integer<unsigned long long>
+    runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"), cl::sub(runCmd),
+            cl::sub(traceCmd), cl::cat(attncCategory));
 /// LLVM's double parser, which reads '' (and spaces) as 0: refused here, as
 /// the integer parsers refuse it.
 struct NumberParser : cl::parser<double> {
@@ -110,10 +131,10 @@ struct NumberParser : cl::parser<double> {
 static cl::opt<double, false, NumberParser>
     runScale("scale", cl::desc("Softmax scale, > 0 (default 1/sqrt(head_dim))"), cl::sub(runCmd),
              cl::cat(attncCategory));
-static cl::opt<int64_t> runSplits("num-splits",
-                                  cl::desc("Splits for a decode spec with split_kv=auto (CPU "
-                                           "default 4; GPU default: chosen from the SM count)"),
-                                  cl::sub(runCmd), cl::cat(attncCategory));
+static Integer<long long> runSplits("num-splits",
+                                    cl::desc("Splits for a decode spec with split_kv=auto (CPU "
+                                             "default 4; GPU default: chosen from the SM count)"),
+                                    cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<std::string> runQ("q", cl::desc("Queries, .npy [num_q_heads, q_len, head_dim]"),
                                  cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
 static cl::opt<std::string>
@@ -133,10 +154,12 @@ static cl::opt<std::string>
            cl::value_desc("file"), cl::sub(runCmd), cl::cat(attncCategory));
 
 // attnc trace
-static cl::opt<int64_t> traceKVLen("kv-len", cl::desc("Keys to trace through, 1..4096 (default 16)"),
-                                   cl::init(16), cl::sub(traceCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> traceRow("row", cl::desc("Query row to follow, from 0 (default -1: the last)"),
-                                 cl::init(-1), cl::sub(traceCmd), cl::cat(attncCategory));
+static Integer<long long> traceKVLen("kv-len",
+                                     cl::desc("Keys to trace through, 1..4096 (default 16)"),
+                                     cl::init(16), cl::sub(traceCmd), cl::cat(attncCategory));
+static Integer<long long> traceRow("row",
+                                   cl::desc("Query row to follow, from 0 (default -1: the last)"),
+                                   cl::init(-1), cl::sub(traceCmd), cl::cat(attncCategory));
 
 // attnc explain
 static cl::opt<std::string> explainLengths("lengths",
@@ -167,7 +190,7 @@ static cl::opt<std::string> aotOutput("o", cl::desc("The bundle folder to write"
 static cl::opt<std::string> aotName("name",
                                     cl::desc("The bundle's name (default: the folder's name)"),
                                     cl::value_desc("name"), cl::sub(aotCmd), cl::cat(attncCategory));
-static cl::opt<unsigned> aotJobs("j",
+static Integer<unsigned> aotJobs("j",
                                  cl::desc("Specs compiled at once (default: hardware threads; a "
                                           "decode spec with a pair kernel compiles its two "
                                           "programs side by side)"),
@@ -202,18 +225,18 @@ static cl::opt<std::string>
                             "built-in tiles at each pipeline depth (prefill 1-2, 2-4 in the warp-specialised block, "
                             "decode 2-4)"),
                    cl::sub(tuneCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> tuneSeqLen("seq-len",
-                                   cl::desc("Keys per sequence of the timed shape (and queries, "
-                                            "for prefill); default 4096"),
-                                   cl::sub(tuneCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> tuneBatch("batch",
-                                  cl::desc("Sequences (default: 16384 / seq-len for prefill, 64 "
-                                           "for decode)"),
-                                  cl::sub(tuneCmd), cl::cat(attncCategory));
-static cl::opt<int64_t> tuneHeads("heads",
-                                  cl::desc("Query heads (default: 2048 / head_dim for prefill, "
-                                           "32 for decode)"),
-                                  cl::sub(tuneCmd), cl::cat(attncCategory));
+static Integer<long long> tuneSeqLen("seq-len",
+                                     cl::desc("Keys per sequence of the timed shape (and queries, "
+                                              "for prefill); default 4096"),
+                                     cl::sub(tuneCmd), cl::cat(attncCategory));
+static Integer<long long> tuneBatch("batch",
+                                    cl::desc("Sequences (default: 16384 / seq-len for prefill, 64 "
+                                             "for decode)"),
+                                    cl::sub(tuneCmd), cl::cat(attncCategory));
+static Integer<long long> tuneHeads("heads",
+                                    cl::desc("Query heads (default: 2048 / head_dim for prefill, "
+                                             "32 for decode)"),
+                                    cl::sub(tuneCmd), cl::cat(attncCategory));
 static cl::opt<std::string> tuneFile("tuning-file",
                                      cl::desc("The table to update (default: $ATTNC_TUNING_FILE, "
                                               "else tuning.txt in the kernel cache directory)"),
