@@ -211,6 +211,13 @@ int aot(const AotOptions &o) {
   }
   if (o.specsFile.empty() || o.output.empty())
     return fail("--specs FILE and -o DIR are required");
+  // The bundle folder is made; the folder it goes in must be there, as for
+  // every other output of attnc (a mistyped path makes no folders).
+  if (llvm::StringRef parent = llvm::sys::path::parent_path(o.output);
+      !parent.empty() && !llvm::sys::fs::is_directory(parent))
+    return fail("cannot write " + o.output + ": " + parent.str() +
+                (llvm::sys::fs::exists(parent) ? " is not a folder" : " does not exist") +
+                "; nothing compiled");
   std::vector<std::string> archs;
   {
     std::istringstream in(o.archs);

@@ -184,7 +184,9 @@ static cl::opt<std::string> aotArchs("arch",
                                               "its target is built for that one only)"),
                                      cl::init("sm_80,sm_90a"), cl::sub(aotCmd),
                                      cl::cat(attncCategory));
-static cl::opt<std::string> aotOutput("o", cl::desc("The bundle folder to write"),
+static cl::opt<std::string> aotOutput("o",
+                                      cl::desc("The bundle folder to write (the folder it goes "
+                                               "in must exist)"),
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
 static cl::opt<std::string> aotName("name",
