@@ -337,6 +337,13 @@ int aot(const AotOptions &o) {
     return fail(counted(badLines, "bad line") + "; nothing compiled or written (--skip-bad compiles the others)");
   if (jobs.empty())
     return fail(o.specsFile + " holds no spec");
+  // Lines copied from `attnc spec` name their target (and --skip-bad may drop
+  // lines): an architecture of --arch that gets no kernel at all is said.
+  for (const std::string &arch : archs)
+    if (std::none_of(jobs.begin(), jobs.end(), [&](const Job &j) { return j.arch == arch; }))
+      llvm::errs() << "attnc aot: note: no kernel for " << arch
+                   << " in --arch: no line builds one (a line that names its target is built "
+                   << "for that one only; leave target out to build for each of --arch)\n";
   if (llvm::sys::fs::exists(o.output)) {
     if (!o.force)
       return fail(o.output + " exists (--force replaces it)");

@@ -61,7 +61,8 @@ static cl::SubCommand aotCmd("aot", "Compile a file of specs for a list of archi
                                     "table");
 static cl::SubCommand tuneCmd("tune", "Time a spec's candidate tile sizes and pipeline depths on "
                                       "the GPU and record the fastest as the defaults for specs "
-                                      "like it");
+                                      "like it (the spec's target defaults to the GPU's "
+                                      "architecture)");
 
 static cl::opt<std::string>
     specText("spec", cl::desc("The attention spec, field=value pairs separated by commas; "
@@ -175,8 +176,9 @@ static cl::opt<bool> explainNoMeasure("model-only",
 
 // attnc aot
 static cl::opt<std::string> aotSpecs("specs",
-                                     cl::desc("The specs, one per line (canonical form, as "
-                                              "`attnc spec` prints it; '#' starts a comment)"),
+                                     cl::desc("The specs, one per line, as --spec takes them "
+                                              "('#' starts a comment); fields left out take "
+                                              "each architecture's built-in defaults"),
                                      cl::value_desc("file"), cl::sub(aotCmd),
                                      cl::cat(attncCategory));
 static cl::opt<std::string> aotArchs("arch",
@@ -190,7 +192,8 @@ static cl::opt<std::string> aotOutput("o",
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
 static cl::opt<std::string> aotName("name",
-                                    cl::desc("The bundle's name (default: the folder's name)"),
+                                    cl::desc("The bundle's name, a C identifier: other characters "
+                                             "become '_' (default: the folder's name)"),
                                     cl::value_desc("name"), cl::sub(aotCmd), cl::cat(attncCategory));
 static Integer<unsigned> aotJobs("j",
                                  cl::desc("Specs compiled at once (default: hardware threads; a "
@@ -287,7 +290,8 @@ Commands:
   attnc run       run a spec's kernel (CPU or GPU) and check it against textbook attention
   attnc trace     follow one query row through the recurrence, tile by tile
   attnc explain   memory traffic and scratch: textbook attention vs the kernel
-  attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else $XDG_CACHE_HOME/attnc, else ~/.cache/attnc)
+  attnc cache     list or clear the kernel cache ($ATTNC_CACHE_DIR, else
+                  $XDG_CACHE_HOME/attnc when absolute, else ~/.cache/attnc)
   attnc tune      time a spec's candidate tiles and pipeline depths on the GPU; the fastest become its defaults
   attnc aot       compile a file of specs into a bundle an application links or loads (no NVRTC at run time)
 Run `attnc <command> --help` for a command's flags.
@@ -297,7 +301,8 @@ Run `attnc <command> --help` for a command's flags.
 static const char *kCommandNames = "emit, spec, run, trace, explain, cache, tune or aot";
 
 static const char *kSpecHelp = R"(A spec is a comma-separated list of field=value pairs; unset fields take these
-defaults, except those a command's description above sets (run and trace: target cpu):
+defaults, except those a command's description above sets (run and trace: target
+cpu; tune: the GPU's architecture):
   mode        prefill | decode                                  (prefill)
   head_dim    32..256, a multiple of 16 on GPU targets          (128)
   dtype       f16 | bf16 on sm_80/sm_90a, f32 | f64 on cpu      (bf16; f32 on cpu)
