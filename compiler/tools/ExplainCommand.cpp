@@ -166,12 +166,14 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                  << " + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
                  << " + 2 tile_kv) d elements) + the score tile and state (" << rows
                  << " tile_kv and " << rows << " (d + 2) " << st << ")"
-                 << (s > 1 ? "; the s = " + std::to_string(s) +
-                                 " splits run in turn, each from a fresh state merged into the "
-                                 "running one as it ends (one more " +
-                                 std::to_string(rows) + " (d + 2) " + st +
-                                 "), so no partial state is written"
-                           : std::string())
+                 << (spec.split_kv != 1
+                         ? "; the " +
+                               (fixedSplits ? "s = " + std::to_string(s) + " " : std::string()) +
+                               "splits run in turn, each from a fresh state merged into the "
+                               "running one as it ends (one more " +
+                               std::to_string(rows) + " (d + 2) " + st +
+                               "), so no partial state is written"
+                         : std::string())
                  << "\n";
   if (spec.target == Target::SM90a && (s > 1 || !fixedSplits))
     llvm::outs() << "  sm_90a: a launch whose splits' thread blocks all fit on the GPU at once "
@@ -185,11 +187,10 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                                     "heads and the GPU"
                                   : "on the CPU the caller gives the split count (attnc run "
                                     "--num-splits, 4 unless given)")
-                 << "; the table assumes one split"
-                 << (spec.isGPU() ? " (each split adds 2 " + tt + "g (d + 1) " + st +
-                                        " of partial state)"
-                                  : std::string(" (the CPU's splits merge as they go: no partial "
-                                                "state is written)"))
+                 << (spec.isGPU() ? "; the table assumes one split (each split adds 2 " + tt +
+                                        "g (d + 1) " + st + " of partial state)"
+                                  : std::string("; the splits merge as they go, so the table holds "
+                                                "for any count"))
                  << "\n";
   llvm::outs() << "\n"
                << llvm::format("%8s %14s %14s %8s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
@@ -359,7 +360,8 @@ int explain(const ExplainOptions &o) {
     // A decode step's query tokens are among the sequence's keys (as attnc run and trace say).
     for (int64_t n : lengths)
       if (n < spec.tile_q) {
-        llvm::errs() << "attnc explain: --lengths: " << n << " keys are fewer than the decode "
+        llvm::errs() << "attnc explain: --lengths: " << counted(n, "key") << (n == 1 ? " is" : " are")
+                     << " fewer than the decode "
                      << "spec's tile_q = " << spec.tile_q
                      << " query tokens (each token is one of the keys)\n";
         return 1;
@@ -402,20 +404,20 @@ int explain(const ExplainOptions &o) {
                  << counted(stages, "stage") << " of K and V tiles; the score tile stays in registers\n\n";
   else
     llvm::outs() << "  kernel peak scratch:   the Q tile + a K and a V tile, (tile_q + 2 tile_kv) "
-                    "d elements, + the tiles of the step: 1 to 3 score tiles (S, "
-                    "masked S, P: tile_q tile_kv "
-                 << st << " each, as the CPU lowering holds them) and 1 to 2 accumulators "
+                    "d elements, + the tiles of the step: one score tile (tile_q tile_kv "
+                 << st << ": S, then scaled, masked and turned into P in place, as the CPU "
+                    "lowering writes them) and 1 to 2 accumulators "
                  << "(acc, acc_new: tile_q d " << st << ")\n\n";
   llvm::outs() << llvm::format("%8s %14s %14s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "textbook scratch", "kernel scratch");
-  // The CPU's scratch as a range: its tiles, with the fewest and the most
-  // score tiles and accumulators live at once.
+  // The CPU's scratch as a range: its tiles and one score tile, with the
+  // fewest and the most accumulators live at once.
   const double tiles = double(br + 2 * stages * bc) * d * b, score = double(br) * bc * sb,
                accumulator = double(br) * d * sb;
   const std::string kernelScratch =
       spec.isGPU() ? bytes(sharedMemoryBytes(spec))
                    : bytes(tiles + score + accumulator) + " - " +
-                         bytes(tiles + 3 * score + 2 * accumulator);
+                         bytes(tiles + score + 2 * accumulator);
   // The CPU kernel's K and V reads serve the group's query heads at once.
   const double kvShare = spec.isGPU() ? 1.0 : 1.0 / double(spec.gqa);
   for (int64_t n : lengths) {

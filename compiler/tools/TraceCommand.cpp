@@ -43,7 +43,7 @@ int trace(const TraceOptions &o) {
   // Small tiles by default, so that there are tiles to watch.
   std::string text = o.spec;
   auto add = [&](const char *field, const char *value) {
-    if (text.find(std::string(field) + "=") == std::string::npos)
+    if (!mentions(text, field)) // as the spec parser reads it: "tile_kv = 8" names tile_kv
       text += (text.empty() ? "" : ",") + std::string(field) + "=" + value;
   };
   add("tile_kv", "4");

@@ -156,7 +156,8 @@ static cl::opt<std::string>
 
 // attnc trace
 static Integer<long long> traceKVLen("kv-len",
-                                     cl::desc("Keys to trace through, 1..4096 (default 16)"),
+                                     cl::desc("Keys to trace through, 1..4096 (default 16; "
+                                              "prefill: the queries too)"),
                                      cl::init(16), cl::sub(traceCmd), cl::cat(attncCategory));
 static Integer<long long> traceRow("row",
                                    cl::desc("Query row to follow, from 0 (default -1: the last)"),

@@ -153,10 +153,11 @@ void lower(QKOp op, Emitter &e) {
                           return Value(arith::AddFOp::create(b, l, a[2], qk));
                         });
   Value scale = op.getScale();
-  Value scaled = e.elementwise({dot}, e.empty(type, e.dynSizesOf(dot)),
-                               [&](OpBuilder &b, Location l, ValueRange a) {
-                                 return Value(arith::MulFOp::create(b, l, a[0], scale));
-                               });
+  // In place (the tile itself is the generic's output): the score tile is
+  // one buffer through scale, mask and exp, as a GPU kernel's registers are.
+  Value scaled = e.elementwise({}, dot, [&](OpBuilder &b, Location l, ValueRange a) {
+    return Value(arith::MulFOp::create(b, l, a[0], scale));
+  });
   op.getScores().replaceAllUsesWith(scaled);
 }
 
@@ -180,11 +181,11 @@ Value visible(OpBuilder &b, Location loc, const Mask &mask, Value row, Value col
 }
 
 void lower(MaskOp op, Emitter &e) {
-  auto type = op.getScores().getType();
   Mask mask = op.getMask().getValue();
   Value tileQ = e.index(op.getTileQ());
+  // In place: bufferization copies the tile only where it is read afterwards.
   Value out = e.elementwise(
-      {op.getScores()}, e.empty(type, e.dynSizesOf(op.getScores())),
+      {}, op.getScores(),
       [&](OpBuilder &b, Location l, ValueRange a) {
         Value r = linalg::IndexOp::create(b, l, 0), c = linalg::IndexOp::create(b, l, 1);
         // Row r of a (GQA-packed) tile is query q_start + r % tile_q.
@@ -224,12 +225,12 @@ void lower(RescaleFactorOp op, Emitter &e) {
 
 void lower(ExpOp op, Emitter &e) {
   bool safe = op.getInfSafe();
+  // P overwrites the scores (row_max has read them): one tile, not two.
   Value p = e.generic(
-      {op.getScores(), op.getMNew()}, e.empty(op.getType(), e.dynSizesOf(op.getScores())),
-      {e.map(2, {0, 1}), e.map(2, {0}), e.map(2, {0, 1})}, {kPar, kPar},
+      {op.getMNew()}, op.getScores(), {e.map(2, {0}), e.map(2, {0, 1})}, {kPar, kPar},
       [&](OpBuilder &b, Location l, ValueRange a) {
         // attn-safe-init: a row with m_new = -inf has no visible key: p = 0.
-        return guardedExp(b, l, a[0], a[1], /*guard=*/a[1], safe, 0.0);
+        return guardedExp(b, l, a[1], a[0], /*guard=*/a[0], safe, 0.0);
       });
   op.getP().replaceAllUsesWith(p);
 }
