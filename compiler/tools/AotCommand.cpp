@@ -341,9 +341,12 @@ int aot(const AotOptions &o) {
   // lines): an architecture of --arch that gets no kernel at all is said.
   for (const std::string &arch : archs)
     if (std::none_of(jobs.begin(), jobs.end(), [&](const Job &j) { return j.arch == arch; }))
-      llvm::errs() << "attnc aot: note: no kernel for " << arch
-                   << " in --arch: no line builds one (a line that names its target is built "
-                   << "for that one only; leave target out to build for each of --arch)\n";
+      llvm::errs() << "attnc aot: note: no kernel for " << arch << " (of --arch " << o.archs
+                   << "): no line builds one"
+                   << (bad.empty() ? " (a line that names its target is built for that one "
+                                     "only; leave target out to build for each of --arch)"
+                                   : " (lines were skipped)")
+                   << "\n";
   if (llvm::sys::fs::exists(o.output)) {
     if (!o.force)
       return fail(o.output + " exists (--force replaces it)");

@@ -165,7 +165,8 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
     llvm::outs() << "  kernel peak scratch:   the group's " << counted(rows, "query row")
                  << " + a K and a V tile of " << spec.tile_kv << " keys ((" << rows
                  << " + 2 tile_kv) d elements) + the score tile and state (" << rows
-                 << " tile_kv and " << rows << " (d + 2) " << st << ")"
+                 << " tile_kv and " << rows << " (2d + 2) " << st
+                 << ": m, l, acc and acc rescaled as a tile adds to it)"
                  << (spec.split_kv != 1
                          ? "; the " +
                                (fixedSplits ? "s = " + std::to_string(s) + " " : std::string()) +
@@ -205,7 +206,7 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
     const double scratch =
         spec.isGPU() ? double(s) * double(sharedMemoryBytes(spec))
                      : double(rows + 2 * spec.tile_kv) * d * b +
-                           double(rows) * (spec.tile_kv + d + 2) * sb +
+                           double(rows) * (spec.tile_kv + 2 * d + 2) * sb +
                            (spec.split_kv != 1 ? double(rows) * (d + 2) * sb : 0.0);
     llvm::outs() << llvm::format("%8lld %14s %14s %7.1fx %16s %16s\n", (long long)n,
                                  bytes(tbHBM).c_str(), bytes(kHBM).c_str(), tbHBM / kHBM,

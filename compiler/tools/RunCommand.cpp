@@ -43,16 +43,19 @@ int fail(const std::string &message) { return commandError("run", message); }
 } // namespace
 
 std::optional<std::string> fieldValue(const std::string &text, const std::string &field) {
+  // Spaces as the spec parser trims them (std::isspace: tabs and newlines too).
+  static const char kSpace[] = " \t\n\v\f\r";
   size_t at = 0;
   while ((at = text.find(field, at)) != std::string::npos) {
-    bool start = at == 0 || text[at - 1] == ',' || text[at - 1] == ' ';
-    size_t eq = text.find_first_not_of(' ', at + field.size());
+    const bool start = at == 0 || text[at - 1] == ',' ||
+                       std::strchr(kSpace, text[at - 1]) != nullptr;
+    size_t eq = text.find_first_not_of(kSpace, at + field.size());
     if (start && eq != std::string::npos && text[eq] == '=') {
       const size_t end = std::min(text.find(',', eq), text.size());
-      const size_t first = text.find_first_not_of(' ', eq + 1);
+      const size_t first = text.find_first_not_of(kSpace, eq + 1);
       if (first == std::string::npos || first >= end)
         return std::string();
-      return text.substr(first, text.find_last_not_of(' ', end - 1) + 1 - first);
+      return text.substr(first, text.find_last_not_of(kSpace, end - 1) + 1 - first);
     }
     at += field.size();
   }

@@ -71,10 +71,11 @@ static cl::opt<std::string>
              cl::sub(runCmd), cl::sub(traceCmd), cl::sub(explainCmd), cl::sub(tuneCmd),
              cl::cat(attncCategory));
 
-/// LLVM's integer parsers take a radix prefix ('0x10' is 16, '0b11' is 3, a
-/// leading 0 is not octal but '0o7' is): attnc's numbers are decimal, as a
-/// spec's are, so anything but an optional '-' and digits is refused. (LLVM's
-/// parsers of long and unsigned long are final, so the options hold long long.)
+/// LLVM's integer parsers take a radix prefix ('0x10' is 16, '0b11' is 3) and
+/// read a leading 0 as octal ('010' is 8): attnc's numbers are decimal, as a
+/// spec's are, so an optional '-' and digits are read in base 10 and
+/// anything else is refused. (LLVM's parsers of long and unsigned long are
+/// final, so the options hold long long.)
 template <typename T> struct DecimalParser : cl::parser<T> {
   using cl::parser<T>::parser;
   bool parse(cl::Option &o, llvm::StringRef name, llvm::StringRef arg, T &value) {
@@ -83,7 +84,9 @@ template <typename T> struct DecimalParser : cl::parser<T> {
       digits.consume_front("-");
     if (digits.empty() || !llvm::all_of(digits, llvm::isDigit))
       return o.error("'" + arg + "' is not a decimal integer");
-    return cl::parser<T>::parse(o, name, arg, value);
+    if (arg.getAsInteger(10, value))
+      return o.error("'" + arg + "' is out of range");
+    return false;
   }
 };
 template <typename T> using Integer = cl::opt<T, false, DecimalParser<T>>;
