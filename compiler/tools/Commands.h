@@ -71,6 +71,11 @@ int verifyBundle(const std::string &dir);
 /// file), and returns the exit status 1.
 int commandError(const char *command, const std::string &message);
 
+/// The attention work past which a CPU run (attnc run, explain's
+/// measurement) notes that it may take minutes (about 20 s on one core of
+/// the build machine).
+constexpr double kLongRunFlops = 50e9;
+
 /// "1 kernel", "3 kernels": a count and its noun, with an s past one.
 inline std::string counted(int64_t n, const std::string &noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");

@@ -260,9 +260,23 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
     }
   }
   const MemoryLimit memory = usableMemory();
+  // The textbook run holds the N x N scores (and the inputs): not past half of memory.
+  auto textbookBytes = [&](int64_t n) { return (double(n) * n + 5.0 * n * d) * sizeof(T); };
+  // Each length measured runs textbook attention and the kernel: 4 N^2 d
+  // flops each, unmasked, on one core. A long measurement says so first.
+  double flops = 0;
+  for (int64_t n : lengths)
+    if (textbookBytes(n) <= memory.bytes / 2)
+      flops += 2 * 4.0 * double(n) * double(n) * double(d);
+  // The textbook's loops run faster than a kernel run's checks: twice the
+  // bound (the default lengths, 73 GFLOP, take about 20 s).
+  if (flops > 2 * kLongRunFlops)
+    llvm::outs() << "note: up to " << llvm::format("%.0f", flops / 1e9)
+                 << " GFLOP on one CPU core: this may take minutes (--model-only measures "
+                    "nothing; shorter --lengths run faster)\n";
+  llvm::outs().flush();
   for (int64_t n : lengths) {
-    // The textbook run holds the N x N scores (and the inputs): not past half of memory.
-    const double need = (double(n) * n + 5.0 * n * d) * sizeof(T);
+    const double need = textbookBytes(n);
     if (need > memory.bytes / 2) {
       llvm::outs() << llvm::format("%8lld   (not measured: textbook attention needs %s here, "
                                    "more than half of %s)\n",

@@ -350,10 +350,6 @@ std::string fileIdentity(std::string path) {
   return std::string(real);
 }
 
-/// The attention work past which a CPU run notes that it may take minutes
-/// (about 20 s on one core of the build machine).
-constexpr double kLongRunFlops = 50e9;
-
 /// The random inputs' shape where the flags leave it open.
 constexpr int64_t kBatch = 1, kKVHeads = 2;
 
