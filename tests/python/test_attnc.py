@@ -100,6 +100,48 @@ class TestPageAllocator(unittest.TestCase):
             attnc.PageAllocator(2**31 - 1, 1)
         self.assertIn("windows: at most 4194304", str(e.exception))
 
+    def test_threads_may_share_an_allocator(self):
+        # The C allocator is not thread-safe; the Python one takes its calls in
+        # turn (shared by four threads it crashed the interpreter).
+        import threading
+        pages = attnc.PageAllocator(4096, 64)
+        errors = []
+
+        def serve(tid):
+            try:
+                for i in range(300):
+                    s = tid * 100000 + i
+                    pages.allocate(s, 3)
+                    pages.allocate(s, 2)
+                    if i % 2:
+                        pages.release(s)
+            except attnc.AttncError as e:  # the pool runs out: said, not a crash
+                errors.append(str(e))
+
+        threads = [threading.Thread(target=serve, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        # 4 threads x 150 sequences kept, 5 pages each.
+        self.assertEqual(pages.free_pages, 4096 - 4 * 150 * 5)
+
+    def test_a_bad_array_interface_is_an_attnc_error(self):
+        cases = [
+            {"shape": (10, 16, 8, 128), "typestr": "<f2", "version": 3},      # no data
+            {"shape": (10, 16, 8, 128), "typestr": "<V", "data": (0, False)},
+            {"shape": (10, 16, 8, 128), "typestr": "f16", "data": (0, False)},
+            {"shape": (10, 16, 8, 128), "typestr": "<f0", "data": (0, False)},
+            {"shape": None, "typestr": "<f2", "data": (0, False)},
+        ]
+        for cai in cases + ["not a dict"]:
+            fake = types.SimpleNamespace(__cuda_array_interface__=cai)
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.PageAllocator.for_cache(fake)
+            self.assertIn("__cuda_array_interface__ does not read as an array",
+                          str(e.exception))
+
     def test_windows_follow_the_cache_address(self):
         page = 16 * 8 * 128 * 2
         self.assertEqual(attnc.PageAllocator.window(page), (64, 64))
@@ -124,6 +166,19 @@ class TestPageAllocator(unittest.TestCase):
 class TestSpecFor(unittest.TestCase):
     """attnc.spec_for derives through the C library (attnc_attention_spec): the same
     rules as the C++ attn::attention, without a GPU."""
+
+    def test_odd_targets_and_dtypes_are_refused(self):
+        for target in (" sm_90a", "sm_90a ", "sm_80\n", "sm_80\t", "sm_0800", "sm_090"):
+            with self.assertRaises(attnc.AttncError, msg=repr(target)):
+                attnc.spec_for("bf16", 128, 8, 8, target=target)
+        self.assertIn("target=sm_80,", attnc.spec_for("bf16", 128, 8, 8, target="sm_86"))
+
+        class EqualToAll:  # as a numpy array of one string compares
+            def __eq__(self, other):
+                return True
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.spec_for(EqualToAll(), 128, 8, 8, target="sm_90a")
+        self.assertIn("the kernels take bf16 or f16", str(e.exception))
 
     def test_paged_one_token_is_decode(self):
         spec = attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", page_size=16, max_q_len=1)
@@ -326,6 +381,14 @@ class TestTensorChecks(unittest.TestCase):
             with self.assertRaises(attnc.AttncError) as e:
                 attnc.attention(FakeCudaArray(q), FakeCudaArray(k), FakeCudaArray(v))
             self.assertIn(want, str(e.exception))
+
+    def test_a_scale_past_a_double_is_refused(self):
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)),
+                            FakeCudaArray((4, 2, 64)), cu_seqlens_q=FakeCudaArray((2,), "<i4"),
+                            cu_seqlens_k=FakeCudaArray((2,), "<i4"), max_seqlen_q=4,
+                            max_seqlen_k=4, scale=10**400)
+        self.assertIn("does not fit in a double", str(e.exception))
 
     def test_paged_cache_needs_its_table(self):
         kv = FakeCudaArray((10, 16, 2, 64))

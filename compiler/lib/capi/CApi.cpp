@@ -213,7 +213,7 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
                   "target is needed (attnc_runtime_arch gives the GPU's)");
     // A target name alone: "sm_90a,tile_q=128" would be parsed as a spec and
     // its other fields dropped.
-    if (std::strpbrk(target, ",= ") != nullptr)
+    if (std::strpbrk(target, ",= \t\n\v\f\r") != nullptr)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("target = '") + target +
                                                     "': expected sm_80 or sm_90a alone");
     // A GPU's architecture (attnc_runtime_arch: sm_86, sm_89, ...) names the
@@ -224,7 +224,10 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
       const char *digits = target + 3, *end = digits;
       while (*end >= '0' && *end <= '9' && end - digits < 4)
         ++end;
-      const int cc = end - digits >= 2 ? std::atoi(std::string(digits, end).c_str()) : 0;
+      // "sm_0800" is no architecture: no leading zero.
+      const int cc = end - digits >= 2 && *digits != '0'
+                         ? std::atoi(std::string(digits, end).c_str())
+                         : 0;
       if (cc >= 80 && (*end == '\0' || (*end == 'a' && end[1] == '\0')))
         targetName = name(gpuTarget(cc / 10));
     }

@@ -239,7 +239,7 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     block (decode=True takes them with tile_q = max_q_len, whatever tile_q says).
     Needs no GPU: e.g. to list the specs
     a model will need for `attnc aot`."""
-    if dtype not in ("bf16", "f16"):
+    if not isinstance(dtype, str) or dtype not in ("bf16", "f16"):
         raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
     target_bytes = _text("target", target)
     c = _Call()
@@ -399,7 +399,8 @@ class PageAllocator:
     read pages scattered over the whole cache more slowly (bench/RESULTS.md). A sequence
     takes its next page from the window of its last one while that has room, then moves
     to the window with the most free slots among those no other sequence grows in (any
-    window, once none of those has room). Needs no GPU; not thread-safe.
+    window, once none of those has room). Needs no GPU. Its methods may be called from
+    several threads: each allocator takes them one at a time.
 
         pages = attnc.PageAllocator.for_cache(k_cache)     # K and V caches alike
         table[s, :4] = torch.tensor(pages.allocate(s, 4))   # a 64-token prompt, pages of 16
@@ -416,6 +417,8 @@ class PageAllocator:
                                       ctypes.byref(handle)), "page allocator")
         self._handle = handle
         self.num_pages = num_pages
+        # The C allocator is not thread-safe: one call at a time on each.
+        self._calls = threading.Lock()
 
     @staticmethod
     def window(page_bytes, address=0):
@@ -443,9 +446,20 @@ class PageAllocator:
             stride = cache.stride(0) * item if cache.dim() else 0
         elif hasattr(cache, "__cuda_array_interface__"):
             cai = cache.__cuda_array_interface__
-            shape, item, address = tuple(cai["shape"]), int(cai["typestr"][2:]), cai["data"][0]
-            strides = cai.get("strides")
-            stride = strides[0] if strides else item * math.prod(shape[1:])
+            try:
+                typestr = cai["typestr"]
+                # '<f2': a byte order, a kind, a size in bytes.
+                if not (isinstance(typestr, str) and len(typestr) >= 3 and
+                        typestr[0] in "<>|=" and typestr[1].isalpha() and
+                        typestr[2:].isdigit() and int(typestr[2:]) > 0):
+                    raise ValueError(f"typestr {typestr!r}")
+                shape, item = tuple(int(x) for x in cai["shape"]), int(typestr[2:])
+                address = int(cai["data"][0])
+                strides = cai.get("strides")
+                stride = int(strides[0]) if strides else item * math.prod(shape[1:])
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+                raise AttncError(f"cache's __cuda_array_interface__ does not read as an "
+                                 f"array ({type(e).__name__}: {e})") from None
         else:
             raise AttncError(f"cache is a {type(cache).__name__}: expected a torch tensor or an "
                              "array with __cuda_array_interface__")
@@ -469,31 +483,36 @@ class PageAllocator:
         """`count` more pages for `sequence` (an int id), as a list of slots: the next
         entries of its block-table row. All or nothing: AttncError when fewer are free."""
         n = _int("count", count)
-        # A count beyond the free slots is refused by the library before it writes.
-        out = (ctypes.c_int32 * (max(n, 1) if n <= self.free_pages else 1))()
-        _check(_library().attnc_pages_allocate(self._handle,
-                                               _sequence_id(sequence),
-                                               n, out), "allocating pages")
+        seq = _sequence_id(sequence)
+        # A count beyond the free slots (so beyond num_pages) is refused by the
+        # library before it writes: the buffer need not hold more than the pool.
+        out = (ctypes.c_int32 * max(1, min(n, self.num_pages)))()
+        with self._calls:
+            _check(_library().attnc_pages_allocate(self._handle, seq, n, out),
+                   "allocating pages")
         return list(out[:n])
 
     def release(self, sequence):
         """Every page of `sequence` back to the free slots."""
-        _check(_library().attnc_pages_release(self._handle,
-                                              _sequence_id(sequence)),
-               "releasing pages")
+        seq = _sequence_id(sequence)
+        with self._calls:
+            _check(_library().attnc_pages_release(self._handle, seq), "releasing pages")
 
     @property
     def free_pages(self):
         n = ctypes.c_int64()
-        _check(_library().attnc_pages_free_count(self._handle, ctypes.byref(n)), "free pages")
+        with self._calls:
+            _check(_library().attnc_pages_free_count(self._handle, ctypes.byref(n)),
+                   "free pages")
         return n.value
 
     def windows(self, sequence):
         """How many 2 MiB windows the pages of `sequence` lie in (0: it holds none)."""
+        seq = _sequence_id(sequence)
         n = ctypes.c_int64()
-        _check(_library().attnc_pages_windows(self._handle,
-                                              _sequence_id(sequence),
-                                              ctypes.byref(n)), "windows")
+        with self._calls:
+            _check(_library().attnc_pages_windows(self._handle, seq, ctypes.byref(n)),
+                   "windows")
         return n.value
 
 
@@ -789,7 +808,10 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     if scale is not None and (isinstance(scale, (str, bytes, bool)) or
                               not isinstance(scale, numbers.Real)):
         raise AttncError(f"scale = {scale!r}: expected a number")
-    a.scale = 0.0 if scale is None else float(scale)
+    try:
+        a.scale = 0.0 if scale is None else float(scale)
+    except OverflowError:
+        raise AttncError(f"scale = {scale} does not fit in a double") from None
     if scale is not None and not (math.isfinite(a.scale) and a.scale >= 0):
         raise AttncError(f"scale = {scale} must be finite and >= 0")
 
