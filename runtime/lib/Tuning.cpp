@@ -123,6 +123,16 @@ bool TuningTable::load(const std::string &path, std::string &error) {
       error = path + ":" + std::to_string(number) + ": " + spec.error->message();
       return false;
     }
+    // A key that does not name tile_q=0 or tile_kv=0 parsed with the
+    // defaults: the recorded values are checked on the spec all the same.
+    Spec tuned = *spec.spec;
+    tuned.tile_q = tuned.mode == Mode::Decode ? tuned.tile_q : e.tiles.tile_q;
+    tuned.tile_kv = e.tiles.tile_kv;
+    tuned.stages = e.tiles.stages;
+    if (std::optional<SpecError> bad = validateSpec(tuned)) {
+      error = path + ":" + std::to_string(number) + ": " + bad->message();
+      return false;
+    }
     const std::string key = tuningKey(*spec.spec);
     if (auto [it, added] = lineOf.emplace(key, number); !added) {
       error = path + ":" + std::to_string(number) + ": the spec of line " +
