@@ -278,6 +278,11 @@ std::string checkManifestLine(const ManifestLine &m, int format) {
     return why;
   if (m.bytes < 1)
     return "bytes = " + std::to_string(m.bytes) + ": " + m.cubin + "'s size must be positive";
+  // What NVRTC said of the kernel (a thread holds at most 255 registers).
+  if (m.registers < 0 || m.registers > 255)
+    return "registers = " + std::to_string(m.registers) + ": a kernel's threads hold 0 to 255";
+  if (m.spill_bytes < 0)
+    return "spill_bytes = " + std::to_string(m.spill_bytes) + ": a count of bytes, not below 0";
   if (!m.pair_cubin.empty() && m.pair_bytes < 1)
     return "pair_bytes = " + std::to_string(m.pair_bytes) + ": " + m.pair_cubin +
            "'s size must be positive";
@@ -449,7 +454,20 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
   char *real = realpath(dir.c_str(), nullptr);
   std::string origin = real ? real : dir;
   std::free(real);
-  const std::string manifestSum = fnv1aHex(text.data(), text.size());
+  // What it holds and says of it, not how its manifest is laid out: a copy
+  // with CRLF line ends, a blank line or a comment more is the same bundle.
+  std::string held = storage->name;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const BundleEntry &e = storage->entries[i];
+    held += "\n" + std::string(e.spec) + " " + e.arch + " " +
+            fnv1aHex(e.cubin, e.cubin_size) + " " +
+            (e.pair_cubin ? fnv1aHex(e.pair_cubin, e.pair_cubin_size) : std::string("-")) + " " +
+            std::to_string(e.threads) + " " + std::to_string(e.shared_bytes) + " " +
+            std::to_string(e.merge_threads) + " " + std::to_string(e.cluster_merge) + " " +
+            std::to_string(e.pair_shared_bytes) + " " + std::to_string(e.params_bytes) + " " +
+            std::to_string(kernels[i].registers) + " " + std::to_string(kernels[i].spill_bytes);
+  }
+  const std::string manifestSum = fnv1aHex(held.data(), held.size());
   std::lock_guard<std::mutex> lock(keptMutex);
   kept().reserve(kept().size() + 1); // kept() takes it without failing once registered
   bool loadedBefore = false;

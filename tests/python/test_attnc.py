@@ -657,6 +657,29 @@ class TestBundles(unittest.TestCase):
         self.assertEqual(attnc.load_bundle(pathlib.Path(self.bundle)), 1)
         self.assertEqual(attnc.load_bundle(os.fsencode(self.bundle)), 1)
 
+    def test_a_copy_laid_out_otherwise_is_the_same_bundle(self):
+        self.assertEqual(attnc.load_bundle(self.bundle), 1)
+        copy = os.path.join(self.tmp, "crlf")
+        shutil.copytree(self.bundle, copy)
+        manifest = pathlib.Path(copy, "manifest.txt")
+        text = manifest.read_text()
+        manifest.write_bytes((text.replace("\n", "\r\n") + "\r\n# a comment\r\n").encode())
+        self.assertEqual(attnc.load_bundle(copy), 1)   # no "already registered"
+        # A manifest that says another thing of its kernel (its registers) under the
+        # same name is another bundle, still refused.
+        other = os.path.join(self.tmp, "other")
+        shutil.copytree(self.bundle, other)
+        manifest = pathlib.Path(other, "manifest.txt")
+        lines = manifest.read_text().split("\n")
+        fields = lines[2].split(" ")
+        fields[9] = str(int(fields[9]) + 1)  # arch spec cubin threads ... registers
+        lines[2] = " ".join(fields)
+        manifest.write_text("\n".join(lines))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.load_bundle(other)
+        self.assertIn("a bundle named 'python_test_bundle' is already registered",
+                      str(e.exception))
+
     def test_a_corrupted_folder_is_refused_whole(self):
         copy = os.path.join(self.tmp, "corrupted")
         shutil.copytree(self.bundle, copy)
