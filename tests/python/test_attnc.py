@@ -680,6 +680,15 @@ class TestBundles(unittest.TestCase):
         self.assertIn("a bundle named 'python_test_bundle' is already registered",
                       str(e.exception))
 
+    def test_a_nul_in_a_manifest_does_not_cut_the_message(self):
+        copy = os.path.join(self.tmp, "nul")
+        shutil.copytree(self.bundle, copy)
+        manifest = pathlib.Path(copy, "manifest.txt")
+        manifest.write_bytes(manifest.read_bytes().replace(b"\nsm_80 ", b"\nsm_80\0 ", 1))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.load_bundle(copy)
+        self.assertIn("architecture sm_80\\0 for a spec of target sm_80", str(e.exception))
+
     def test_a_corrupted_folder_is_refused_whole(self):
         copy = os.path.join(self.tmp, "corrupted")
         shutil.copytree(self.bundle, copy)

@@ -42,6 +42,10 @@ namespace {
 thread_local std::string lastError;
 
 attnc_status fail(attnc_status status, std::string message) {
+  // A C string ends at its first NUL: one quoted from a file (a manifest
+  // line) would cut the message short, so it is written as \0.
+  for (size_t at = message.find('\0'); at != std::string::npos; at = message.find('\0', at + 2))
+    message.replace(at, 1, "\\0");
   lastError = std::move(message);
   return status;
 }
