@@ -124,9 +124,10 @@ bool TuningTable::load(const std::string &path, std::string &error) {
       return false;
     }
     // A key that does not name tile_q=0 or tile_kv=0 parsed with the
-    // defaults: the recorded values are checked on the spec all the same.
+    // defaults: the recorded values are checked on the spec all the same, as
+    // the key's zeros, replaced above, are.
     Spec tuned = *spec.spec;
-    tuned.tile_q = tuned.mode == Mode::Decode ? tuned.tile_q : e.tiles.tile_q;
+    tuned.tile_q = e.tiles.tile_q;
     tuned.tile_kv = e.tiles.tile_kv;
     tuned.stages = e.tiles.stages;
     if (std::optional<SpecError> bad = validateSpec(tuned)) {
