@@ -213,6 +213,20 @@ class TestSpecFor(unittest.TestCase):
         self.assertIn(",mask=causal,page_size=32,gqa=8,", spec)
         self.assertTrue(spec.endswith(",split_kv=4"), spec)
 
+    def test_a_split_count_for_a_prefill_kernel_is_refused(self):
+        # split_kv is the decode kernels': asked of a call that takes prefill, it is refused
+        # with the reason, rather than dropped from the spec.
+        for extra, why in ((dict(max_q_len=64), "max_q_len = 64 with a GQA group of 4"),
+                           (dict(max_q_len=1, decode=False), "(decode = false)"),
+                           (dict(max_q_len=1, tile_q=64), "tile_q = 64 is given")):
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", split_kv=4, **extra)
+            self.assertIn("split_kv = 4: only decode kernels split the keys", str(e.exception))
+            self.assertIn(why, str(e.exception))
+        # 'auto' is attnc's choice, which a prefill kernel has nothing to choose.
+        spec = attnc.spec_for("bf16", 128, 32, 8, target="sm_90a", max_q_len=64, split_kv="auto")
+        self.assertTrue(spec.startswith("mode=prefill,"), spec)
+
     def test_long_head_dim_64_prefill(self):
         # sm_90a, head_dim 64: the wgmma block for short prefills (64 x 128 tiles without
         # a mask, 64 x 64 under a causal one), the warp-specialised block's 192 x 128 from

@@ -143,6 +143,44 @@ TEST_CASE("attnc's decode choice yields to prefill tiles and to a tile_kv decode
         std::string::npos);
 }
 
+TEST_CASE("a split count asked of a call that takes a prefill kernel is refused, not dropped",
+          "[attention]") {
+  AttentionShape s;
+  s.head_dim = 128;
+  s.num_q_heads = 32;
+  s.num_kv_heads = 8;
+  s.max_q_len = 1;
+  s.split_kv = 4;
+  std::string error;
+  const std::optional<Spec> decode = attentionSpec(s, Target::SM90a, error);
+  REQUIRE(decode);
+  CHECK(decode->split_kv == 4);
+  auto refusal = [&](const AttentionShape &shape) {
+    error.clear();
+    CHECK(!attentionSpec(shape, Target::SM90a, error));
+    CHECK(error.rfind("split_kv = 4: only decode kernels split the keys, and these tensors take "
+                      "a prefill kernel (",
+                      0) == 0);
+    return error;
+  };
+  AttentionShape many = s;
+  many.max_q_len = 64;
+  CHECK(refusal(many).find("max_q_len = 64 with a GQA group of 4") != std::string::npos);
+  AttentionShape tiled = s;
+  tiled.tile_q = 64;
+  CHECK(refusal(tiled).find("tile_q = 64 is given") != std::string::npos);
+  AttentionShape prefill = s;
+  prefill.decode = false;
+  CHECK(refusal(prefill).find("(decode = false)") != std::string::npos);
+  AttentionShape wide = s;
+  wide.tile_kv = 256; // no decode block holds it, so the call takes prefill
+  CHECK(refusal(wide).find("the decode kernels refuse it: invalid spec: tile_kv = 256") !=
+        std::string::npos);
+  // Without a split count the same tensors take the prefill kernel as before.
+  many.split_kv.reset();
+  REQUIRE(attentionSpec(many, Target::SM90a, error));
+}
+
 TEST_CASE("without a workspace, a decode launch whose splits attnc chooses runs unsplit",
           "[attention]") {
   AttentionCall c;

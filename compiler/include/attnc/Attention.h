@@ -56,7 +56,7 @@ struct AttentionCall {
   double scale = 0;                ///< 0: 1 / sqrt(head_dim)
   /// unset: decode (paged or contiguous cache) for 1..16 query tokens and max_q_len x gqa <= 128
   std::optional<bool> decode;
-  std::optional<int64_t> split_kv; ///< decode: unset = auto
+  std::optional<int64_t> split_kv; ///< decode: unset = auto (prefill refuses a count)
   CUdeviceptr workspace = 0;       ///< split-KV decode: workspaceBytes() bytes
   size_t workspace_bytes = 0;
   /// Paged k and v laid out otherwise than packed (AttentionArgs::kv_page_stride
@@ -77,7 +77,7 @@ struct AttentionShape {
   bool return_lse = false;
   /// unset: decode (paged or contiguous cache) for 1..16 query tokens and max_q_len x gqa <= 128
   std::optional<bool> decode;
-  std::optional<int64_t> split_kv; ///< decode: unset = auto
+  std::optional<int64_t> split_kv; ///< decode: unset = auto (prefill refuses a count)
   /// 0: the defaults. tile_q is prefill's: a shape that gives it takes the
   /// prefill kernels unless `decode` says otherwise.
   int64_t tile_q = 0, tile_kv = 0;

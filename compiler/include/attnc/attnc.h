@@ -100,7 +100,8 @@ typedef struct attnc_call {
   int32_t return_lse;     /**< nonzero: the kernel writes lse */
   int64_t window;         /**< > 0: a causal sliding window of this many keys */
   int32_t decode;         /**< -1: attnc's choice, 0: prefill, 1: decode kernels */
-  int32_t split_kv;       /**< decode: 0 = auto, else the number of splits */
+  int32_t split_kv;       /**< decode: 0 = auto, else the number of splits (a call that
+                               takes a prefill kernel refuses a number) */
   int64_t tile_q, tile_kv; /**< 0: the defaults (tile_q is prefill's: a call that gives
                                 it takes the prefill kernels unless decode = 1) */
 } attnc_call;

@@ -39,21 +39,36 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
   // to one whose tile_kv does not fit the decode block's stages.
   const bool few = s.max_q_len >= 1 && s.max_q_len <= 16 && s.max_q_len * group <= 128;
   const std::string kvTile = s.tile_kv ? ",tile_kv=" + std::to_string(s.tile_kv) : "";
-  auto decodeText = [&] {
+  auto decodeText = [&](bool withSplits) {
     std::string t = text + ",mode=decode,tile_q=" + std::to_string(std::max<int64_t>(1, s.max_q_len));
-    if (s.split_kv)
+    if (withSplits && s.split_kv)
       t += ",split_kv=" + std::to_string(*s.split_kv);
     return t + kvTile;
   };
   bool decode = s.decode.value_or(few && !s.tile_q);
   std::string decodeRefused; // why the decode kernels were left, when they were
   if (!s.decode && decode && s.tile_kv != 0)
-    if (SpecResult tried = parseSpec(decodeText()); !tried) {
+    if (SpecResult tried = parseSpec(decodeText(false)); !tried) {
       decode = false;
       decodeRefused = tried.error->message();
     }
+  if (!decode && s.split_kv) {
+    // Only decode kernels split the keys: a split count asked of a prefill
+    // kernel is refused rather than dropped, as the spec parser refuses it.
+    std::string why = s.decode                ? "decode = false"
+                      : s.tile_q              ? "tile_q = " + std::to_string(s.tile_q) + " is given"
+                      : !decodeRefused.empty() ? "the decode kernels refuse it: " + decodeRefused
+                                              : "max_q_len = " + std::to_string(s.max_q_len) +
+                                                    " with a GQA group of " + std::to_string(group) +
+                                                    " (decode takes 1..16 query tokens, at most "
+                                                    "128 rows)";
+    error = "split_kv = " + std::to_string(*s.split_kv) +
+            ": only decode kernels split the keys, and these tensors take a prefill kernel (" +
+            why + ")";
+    return std::nullopt;
+  }
   if (decode)
-    text = decodeText();
+    text = decodeText(true);
   else
     text += (s.tile_q ? ",tile_q=" + std::to_string(s.tile_q) : "") + kvTile;
   SpecResult parsed = parseSpec(text);

@@ -237,7 +237,8 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     tokens (max_q_len) and max_q_len * (num_q_heads / num_kv_heads) <= 128, unless
     `decode` says, tile_q is given (prefill tiles) or tile_kv does not fit the decode
     block (decode=True takes them with tile_q = max_q_len, whatever tile_q says).
-    Needs no GPU: e.g. to list the specs
+    split_kv (an integer) is the decode kernels': a call that takes a prefill kernel
+    refuses it, naming why. Needs no GPU: e.g. to list the specs
     a model will need for `attnc aot`."""
     if not isinstance(dtype, str) or dtype not in ("bf16", "f16"):
         raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
