@@ -50,7 +50,7 @@ std::unique_ptr<PageAllocator> PageAllocator::create(int64_t numPages, int64_t p
   // A window larger than the cache is the cache (and keeps the arithmetic in range).
   pagesPerWindow = std::min(pagesPerWindow, numPages);
   firstWindowPages = std::min(firstWindowPages, numPages);
-  // Each window costs about 80 bytes of bookkeeping; 2^22 of them (some 300
+  // Each window costs about 90 bytes of bookkeeping; 2^22 of them (some 360
   // MiB) cover 8 TiB in windows of 2 MiB.
   constexpr int64_t kMaxWindows = int64_t(1) << 22;
   const int64_t windows =
@@ -72,7 +72,9 @@ PageAllocator::PageAllocator(int64_t numPages, int64_t pagesPerWindow, int64_t f
   const int64_t windows = windowOf(static_cast<int32_t>(numPages - 1)) + 1;
   freeInWindow_.resize(windows);
   growing_.assign(windows, 0);
+  firstFreeWord_.resize(windows);
   for (int64_t w = 0; w < windows; ++w) {
+    firstFreeWord_[w] = windowBegin(w) / 64;
     freeInWindow_[w] = windowEnd(w) - windowBegin(w);
     byFree_.insert(rank(w));
   }
@@ -113,10 +115,12 @@ void PageAllocator::setGrowing(int64_t window, int64_t delta) {
 }
 
 int32_t PageAllocator::take(int64_t window) {
-  // The window's bits, a word at a time; the first word and the last may
-  // hold other windows' slots, masked off.
+  // The window's bits, a word at a time from the first that may hold a free
+  // slot; the first word and the last may hold other windows' slots, masked
+  // off. The lowest free slot is taken, as a scan from the window's start
+  // would take it.
   const int64_t begin = windowBegin(window), end = windowEnd(window);
-  for (int64_t word = begin / 64; word * 64 < end; ++word) {
+  for (int64_t word = firstFreeWord_[window]; word * 64 < end; ++word) {
     uint64_t bits = freeBits_[word];
     if (word * 64 < begin)
       bits &= ~uint64_t(0) << (begin - word * 64);
@@ -125,6 +129,7 @@ int32_t PageAllocator::take(int64_t window) {
     if (bits) {
       const int32_t page = static_cast<int32_t>(word * 64 + __builtin_ctzll(bits));
       freeBits_[word] &= ~(uint64_t(1) << (page % 64));
+      firstFreeWord_[window] = word;
       setFree(window, freeInWindow_[window] - 1);
       --freePages_;
       return page;
@@ -188,6 +193,7 @@ bool PageAllocator::release(uint64_t sequence, std::string &error) {
   for (int32_t page : it->second.pages) {
     freeBits_[page / 64] |= uint64_t(1) << (page % 64);
     const int64_t w = windowOf(page);
+    firstFreeWord_[w] = std::min<int64_t>(firstFreeWord_[w], page / 64);
     setFree(w, freeInWindow_[w] + 1);
   }
   freePages_ += static_cast<int64_t>(it->second.pages.size());

@@ -249,3 +249,48 @@ TEST_CASE("under a server's churn no slot is handed out twice and sequences stay
   CHECK(ours > 8); // 11-13 with these seeds, at about 92 % of the cache in use
   CHECK(ours > 4 * theirs);
 }
+
+TEST_CASE("a window gives its lowest free slot, after slots below those it gave come back",
+          "[pages]") {
+  // Windows of 200 slots from slot 40 (0-39, 40-239, 240-439, 440-499): each
+  // spans words of the free bitmap that it shares with its neighbours. Pages
+  // are taken one at a time and given back at random; each page taken must be
+  // the lowest free slot of its window, as a scan from the window's start
+  // would find it (take() starts from the first word that may hold one).
+  const unsigned seed = GENERATE(1u, 2u);
+  INFO("seed " << seed);
+  constexpr int32_t kPages = 500, kFirst = 40, kPerWindow = 200;
+  auto a = made(kPages, kPerWindow, kFirst);
+  auto windowOf = [](int32_t p) { return p < kFirst ? 0 : 1 + (p - kFirst) / kPerWindow; };
+  std::set<int32_t> free;
+  for (int32_t p = 0; p < kPages; ++p)
+    free.insert(p);
+  std::mt19937 rng(seed);
+  std::vector<uint64_t> held;
+  std::string error;
+  for (int step = 0; step < 4000; ++step) {
+    const bool give = free.empty() || (!held.empty() && rng() % 3 == 0);
+    if (give) {
+      const size_t i = rng() % held.size();
+      for (int32_t p : *a->pagesOf(held[i]))
+        free.insert(p);
+      REQUIRE(a->release(held[i], error));
+      held.erase(held.begin() + static_cast<long>(i));
+      continue;
+    }
+    // A new sequence or one held already grows by a page.
+    const uint64_t s = held.empty() || rng() % 2 ? uint64_t(step) + 1000 : held[rng() % held.size()];
+    const int32_t page = take(*a, s, 1)[0];
+    REQUIRE(free.count(page) == 1);
+    for (int32_t lower : free) {
+      if (lower >= page)
+        break;
+      INFO("took " << page << " while " << lower << " of the same window was free");
+      REQUIRE(windowOf(lower) != windowOf(page));
+    }
+    free.erase(page);
+    if (std::find(held.begin(), held.end(), s) == held.end())
+      held.push_back(s);
+  }
+  CHECK(a->freePages() == static_cast<int64_t>(free.size()));
+}

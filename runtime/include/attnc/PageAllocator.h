@@ -108,6 +108,10 @@ private:
   std::vector<uint64_t> freeBits_;     ///< bit p: slot p is free
   std::vector<int64_t> freeInWindow_;  ///< free slots per window
   std::vector<int64_t> growing_;       ///< sequences whose next page comes from the window
+  /// per window: the first word of freeBits_ that may hold one of its free
+  /// slots (the words before it hold none), so that take() does not scan
+  /// again what it emptied
+  std::vector<int64_t> firstFreeWord_;
   /// The windows with no sequence growing in them first, then by free
   /// slots, most first, then by number.
   std::set<std::tuple<bool, int64_t, int64_t>> byFree_; // (growing, -free, window)
