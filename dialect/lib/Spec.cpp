@@ -536,18 +536,24 @@ struct Reader {
     return SpecError{field, quoted(value), rule};
   }
 
-  /// " (...)" when `digits` is a whole number too long for parseCount.
-  static std::string tooLong(const std::string &digits) {
+  /// `rule` for a value parseCount refused, unless the value is a whole
+  /// number too long for it: then that is what is wrong with it (with
+  /// `subject` naming the number when the value holds more than it).
+  static std::string numberRule(const std::string &digits, const std::string &rule,
+                                const std::string &subject = "") {
     const bool allDigits = !digits.empty() &&
         digits.find_first_not_of("0123456789") == std::string::npos;
-    return allDigits && digits.size() > 9 ? " (numbers in a spec stop below 10^9)" : "";
+    if (!allDigits || digits.size() <= 9)
+      return rule;
+    return (subject.empty() ? "" : subject + " has ") +
+           "more than 9 digits (numbers in a spec stop below 10^9)";
   }
 
   std::optional<SpecError> count(const std::string &field, const std::string &value,
                                  int64_t &out) {
     auto v = parseCount(value);
     if (!v)
-      return bad(field, value, "expected a non-negative integer" + tooLong(value));
+      return bad(field, value, numberRule(value, "expected a non-negative integer"));
     out = *v;
     return std::nullopt;
   }
@@ -612,7 +618,7 @@ struct Reader {
         return std::nullopt;
       }
       if (auto e = count(field, value, spec.split_kv))
-        return bad(field, value, "expected auto or a number of splits >= 1" + tooLong(value));
+        return bad(field, value, numberRule(value, "expected auto or a number of splits >= 1"));
       if (spec.split_kv == 0)
         return bad(field, value, "expected auto or a number of splits >= 1");
     } else if (field == "stages") {
@@ -621,7 +627,8 @@ struct Reader {
         return std::nullopt;
       }
       if (count(field, value, spec.stages) || spec.stages == 0)
-        return bad(field, value, "expected auto or a number of K/V stages >= 1" + tooLong(value));
+        return bad(field, value,
+                   numberRule(value, "expected auto or a number of K/V stages >= 1"));
     } else if (field == "mma") {
       if (value == "auto")
         spec.mma = MmaKind::Auto;
@@ -652,7 +659,8 @@ struct Reader {
       auto v = parseCount(w);
       if (!v)
         return bad("mask", value,
-                   "the window of sliding_window(W) must be an integer >= 1" + tooLong(w));
+                   numberRule(w, "the window of sliding_window(W) must be an integer >= 1",
+                              "the window of sliding_window(W)"));
       spec.mask = {MaskKind::SlidingWindow, *v};
       return std::nullopt;
     }

@@ -279,7 +279,8 @@ TEST_CASE("a window gives its lowest free slot, after slots below those it gave 
       continue;
     }
     // A new sequence or one held already grows by a page.
-    const uint64_t s = held.empty() || rng() % 2 ? uint64_t(step) + 1000 : held[rng() % held.size()];
+    const uint64_t s =
+        held.empty() || rng() % 2 ? uint64_t(step) + 1000 : held[rng() % held.size()];
     const int32_t page = take(*a, s, 1)[0];
     REQUIRE(free.count(page) == 1);
     for (int32_t lower : free) {

@@ -55,13 +55,13 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
   if (!decode && s.split_kv) {
     // Only decode kernels split the keys: a split count asked of a prefill
     // kernel is refused rather than dropped, as the spec parser refuses it.
-    std::string why = s.decode                ? "decode = false"
-                      : s.tile_q              ? "tile_q = " + std::to_string(s.tile_q) + " is given"
-                      : !decodeRefused.empty() ? "the decode kernels refuse it: " + decodeRefused
-                                              : "max_q_len = " + std::to_string(s.max_q_len) +
-                                                    " with a GQA group of " + std::to_string(group) +
-                                                    " (decode takes 1..16 query tokens, at most "
-                                                    "128 rows)";
+    std::string why =
+        s.decode                 ? "decode = false"
+        : s.tile_q               ? "tile_q = " + std::to_string(s.tile_q) + " is given"
+        : !decodeRefused.empty() ? "the decode kernels refuse it: " + decodeRefused
+                                 : "max_q_len = " + std::to_string(s.max_q_len) +
+                                       " with a GQA group of " + std::to_string(group) +
+                                       " (decode takes 1..16 query tokens, at most 128 rows)";
     error = "split_kv = " + std::to_string(*s.split_kv) +
             ": only decode kernels split the keys, and these tensors take a prefill kernel (" +
             why + ")";
