@@ -298,29 +298,66 @@ std::string tuningKey(const Spec &spec) {
   return key.str();
 }
 
+static void applyBuiltInTiles(Spec &spec);
+
+/// The tuner's tiles for `spec`, whose tiles are left open (a decode spec's
+/// tile_q aside), as a valid spec; nullopt where there is none.
+static std::optional<Spec> tunedSpec(const Spec &spec, TileTuner tuner) {
+  // A decode spec's tile_q is its query tokens per sequence, a size of the
+  // call (attn::attention and the C API set it), not a tuned one: its tuned
+  // tile_kv (and depth) applies whatever tile_q it gives.
+  const bool decode = spec.mode == Mode::Decode;
+  if (!tuner || spec.tile_kv != 0 || (spec.tile_q != 0 && !decode))
+    return std::nullopt;
+  std::optional<TunedTiles> tuned = tuner(spec);
+  if (!tuned)
+    return std::nullopt;
+  Spec t = spec;
+  // (A decode spec that leaves it open takes one token, the default, not
+  // the table's tile_q, which a hand-written line may set.)
+  t.tile_q = decode ? (spec.tile_q ? spec.tile_q : 1) : tuned->tile_q;
+  t.tile_kv = tuned->tile_kv;
+  if (t.stages == kStagesAuto)
+    t.stages = tuned->stages; // measured with those tiles
+  if (validateSpec(t))
+    return std::nullopt;
+  return t;
+}
+
 void applyDefaultTiles(Spec &spec) {
   // A tuning table's choice first (`attnc tune`), when the tiles are left
-  // open and the choice is a valid spec; else the built-in defaults. A
-  // decode spec's tile_q is its query tokens per sequence, a size of the call
-  // (attn::attention and the C API set it), not a tuned one: its tuned
-  // tile_kv (and depth) applies whatever tile_q it gives.
+  // open and the choice is a valid spec; else the built-in defaults.
+  if (std::optional<Spec> tuned = tunedSpec(spec, tileTuner.load(std::memory_order_acquire)))
+    spec = *tuned;
+  else
+    applyBuiltInTiles(spec);
+}
+
+std::optional<Spec> untunedSpec(const Spec &spec) {
   const TileTuner tuner = tileTuner.load(std::memory_order_acquire);
-  const bool decode = spec.mode == Mode::Decode;
-  if (tuner && spec.tile_kv == 0 && (spec.tile_q == 0 || decode)) {
-    if (std::optional<TunedTiles> tuned = tuner(spec)) {
-      Spec t = spec;
-      // (A decode spec that leaves it open takes one token, the default, not
-      // the table's tile_q, which a hand-written line may set.)
-      t.tile_q = decode ? (spec.tile_q ? spec.tile_q : 1) : tuned->tile_q;
-      t.tile_kv = tuned->tile_kv;
-      if (t.stages == kStagesAuto)
-        t.stages = tuned->stages; // measured with those tiles
-      if (!validateSpec(t)) {
-        spec = t;
-        return;
-      }
-    }
-  }
+  std::optional<TunedTiles> tuned = tuner ? tuner(spec) : std::nullopt;
+  if (!tuned)
+    return std::nullopt;
+  // The spec with its tiles open again (and its depth, where the table set
+  // it): if the table fills them as they are, they are the table's.
+  Spec open = spec;
+  open.tile_kv = 0;
+  if (spec.mode != Mode::Decode)
+    open.tile_q = 0;
+  if (tuned->stages != kStagesAuto && spec.stages == tuned->stages)
+    open.stages = kStagesAuto;
+  std::optional<Spec> byTable = tunedSpec(open, tuner);
+  if (!byTable || !(*byTable == spec))
+    return std::nullopt;
+  Spec builtIn = open;
+  applyBuiltInTiles(builtIn);
+  if (builtIn == spec || validateSpec(builtIn))
+    return std::nullopt;
+  return builtIn;
+}
+
+/// The target's own tiles for those left at 0 (no tuning table).
+static void applyBuiltInTiles(Spec &spec) {
   int64_t q = 64, kv = 64;
   if (spec.mode == Mode::Decode) {
     q = 1; // One query token per sequence; GQA packs the group's heads.

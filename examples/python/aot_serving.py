@@ -14,10 +14,12 @@ The bundle of examples/aot/app-specs.txt holds a Llama-like layer's kernels
 pages): a causal prefill and a split-KV decode. This script runs both on
 ragged random batches, checks that each kernel came from the bundle and that
 its output matches an fp32 reference (relative error < 1e-2), and shows that
-a call outside the bundle (head_dim 64) is refused.
+a call outside the bundle (head_dim 64) is refused. It serves under a tuning
+table that gives the two calls other tiles than the bundle's: they still
+take the bundle's kernels, of the built-in tiles.
 
 Exit status: 0 served and matched; 1 a mismatch, a kernel not from the
-bundle, or the head_dim 64 call served; 2 a folder that does not load (or a
+bundle (or of the table's tiles), or the head_dim 64 call served; 2 a folder that does not load (or a
 bad command line); 77 skipped (no torch or no GPU here).
 """
 
@@ -29,12 +31,25 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "runtime", "python"))
-# The bundle of app-specs.txt holds the built-in tiles; a tuning table on this
-# machine (`attnc tune`) would give the calls below tuned ones, which it lacks.
-# This example serves without one (examples/aot/README.md says more).
-_no_table = tempfile.mkdtemp(prefix="attnc-")
-atexit.register(os.rmdir, _no_table)
-os.environ["ATTNC_TUNING_FILE"] = os.path.join(_no_table, "no-table")  # a file that is not there
+# The bundle of app-specs.txt holds the built-in tiles. A tuning table on the
+# serving machine (`attnc tune`) gives calls other tiles, which the bundle
+# lacks: such a call takes the bundle's kernel of the built-in tiles rather
+# than a compile or, in AOT-only mode, an error. This example serves under a
+# table like one `attnc tune` may leave, to show it (examples/aot/README.md).
+_TUNED = """\
+# tiles other than the built-in ones for this layer's two kinds of kernel
+mode=prefill,head_dim=128,mask=causal,page_size=16,gqa=4,target=sm_90a: tile_q=64,tile_kv=64
+mode=prefill,head_dim=128,mask=causal,page_size=16,gqa=4,target=sm_80: tile_q=64,tile_kv=64
+mode=decode,head_dim=128,page_size=16,gqa=4,target=sm_90a: tile_q=1,tile_kv=128
+mode=decode,head_dim=128,page_size=16,gqa=4,target=sm_80: tile_q=1,tile_kv=128
+"""
+_table_dir = tempfile.mkdtemp(prefix="attnc-")
+_table = os.path.join(_table_dir, "tuning.txt")
+with open(_table, "w") as f:
+    f.write(_TUNED)
+atexit.register(os.rmdir, _table_dir)
+atexit.register(os.remove, _table)
+os.environ["ATTNC_TUNING_FILE"] = _table
 import attnc  # noqa: E402
 
 SKIP = 77
@@ -97,7 +112,14 @@ def serve(torch, name, q_lens, kv_lens, causal, dev):
     print(f"{name}: {len(q_lens)} sequences, kernel from {plan.kernel.source} "
           f"({plan.kernel.spec.split(',target')[0]}), relative error {err:.2e}: "
           f"{'ok' if good else 'FAILED'}")
-    return good
+    # The call's own spec has the tuning table's tiles; the bundle's kernel the built-in ones.
+    target = plan.kernel.spec.rsplit("target=", 1)[1].split(",")[0]
+    asked = attnc.spec_for("bf16", HEAD_DIM, HEADS, KV_HEADS, target=target,
+                           page_size=PAGE, max_q_len=max(q_lens), causal=causal)
+    tuned = asked != plan.kernel.spec
+    print(f"  the tuning table gave the call {asked.split(',')[3:5]}; served with "
+          f"{plan.kernel.spec.split(',')[3:5]}{'' if tuned else ': the same? FAILED'}")
+    return good and tuned
 
 
 def main():

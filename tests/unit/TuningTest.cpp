@@ -167,3 +167,38 @@ TEST_CASE("a tuning table saved through a link keeps the link, and a folder is n
   std::remove(link.c_str());
   std::remove(file.c_str());
 }
+
+TEST_CASE("a spec whose tiles a tuning table gave has an untuned twin with the built-in tiles",
+          "[tuning]") {
+  TuningTable table;
+  table.set(parsed("mask=causal,gqa=4"), {64, 64, 1}, "");
+  table.set(parsed("mode=decode,page_size=16,gqa=4"), {1, 128, 2}, "");
+  const Spec builtInPrefill = parsed("mask=causal,gqa=4");
+  const Spec builtInDecode = parsed("mode=decode,page_size=16,gqa=4,tile_q=3");
+  CHECK_FALSE(untunedSpec(builtInPrefill)); // no table installed
+  TuningTable::install(&table);
+  const Spec tuned = parsed("mask=causal,gqa=4");
+  REQUIRE(tuned.tile_kv == 64);
+  REQUIRE(tuned.stages == 1);
+  std::optional<Spec> twin = untunedSpec(tuned);
+  REQUIRE(twin);
+  CHECK(*twin == builtInPrefill);
+  CHECK(twin->stages == kStagesAuto);
+  // A decode spec keeps its query tokens.
+  twin = untunedSpec(parsed("mode=decode,page_size=16,gqa=4,tile_q=3"));
+  REQUIRE(twin);
+  CHECK(*twin == builtInDecode);
+  CHECK(twin->tile_q == 3);
+  // Tiles other than the table's are the spec's own; the twin's own tiles
+  // are no table's; a kind of spec the table lacks has none.
+  CHECK_FALSE(untunedSpec(parsed("mask=causal,gqa=4,tile_q=64,tile_kv=32")));
+  CHECK_FALSE(untunedSpec(builtInPrefill));
+  CHECK_FALSE(untunedSpec(parsed("mask=causal,gqa=2")));
+  // The table's tiles with a depth of the spec's own are what the table gives
+  // a spec that sets that depth: its twin keeps the depth.
+  twin = untunedSpec(parsed("mask=causal,gqa=4,tile_q=64,tile_kv=64,stages=2"));
+  REQUIRE(twin);
+  CHECK(*twin == parsed("mask=causal,gqa=4,stages=2,tile_q=128,tile_kv=128"));
+  TuningTable::install(nullptr);
+  CHECK_FALSE(untunedSpec(tuned));
+}

@@ -47,7 +47,11 @@ public:
   /// tile_q (only its names differ): a decode spec is also served by a
   /// bundled decode kernel that differs from it only in tile_q, and where it
   /// is compiled, it is the tile_q = 1 spec's kernel that is compiled and
-  /// shared by every token count (the kernel keeps its own spec and names). An sm_90a spec runs on
+  /// shared by every token count (the kernel keeps its own spec and names).
+  /// A spec whose tiles a tuning table gave (untunedSpec) is served by a
+  /// bundled kernel of the built-in tiles where no bundle holds the tuned
+  /// ones: a loaded bundle is the application's choice, and the kernel keeps
+  /// its own spec, so Kernel::spec() says which it is. An sm_90a spec runs on
   /// compute capability 9.x only (wgmma and the cluster merge are sm_90a's
   /// own), an sm_80 one on any GPU from 8.0; the
   /// cubin is built for the GPU's own architecture and loaded into

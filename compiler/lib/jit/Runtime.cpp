@@ -3,6 +3,7 @@
 #include "attnc/Runtime.h"
 #include "attnc/Bundle.h"
 #include "attnc/EmitCuda.h"
+#include "attnc/Tuning.h"
 
 #include <algorithm>
 #include <atomic>
@@ -132,11 +133,30 @@ KernelLookup Runtime::build(const Spec &spec) {
   const BundleEntry *aot = nullptr;
   for (size_t i = 0; !aot && i < archs.size(); ++i)
     aot = findBundledKernel(spec.str(), archs[i]);
+  // Whether a bundle holds `s` (a decode spec: with any tile_q).
+  auto bundled = [&](const Spec &s) {
+    const bool decode = s.mode == Mode::Decode;
+    Spec t = s;
+    for (const std::string &arch : archs)
+      for (int64_t q = decode ? 1 : s.tile_q; q <= (decode ? 16 : s.tile_q); ++q) {
+        t.tile_q = q;
+        if (findBundledKernel(t.str(), arch))
+          return true;
+      }
+    return false;
+  };
+  // Tiles a tuning table on this machine gave the spec, where no bundle holds
+  // them: the spec with the built-in tiles, which a bundle built without the
+  // table holds.
+  const std::optional<Spec> untuned = aot ? std::nullopt : untunedSpec(spec);
   auto notBundled = [&] {
     out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
                 (archs.size() > 1 ? " or sm_80" : "") +
                 (spec.mode == Mode::Decode ? ", with this or any other tile_q" : "") +
                 " (AOT-only mode: no JIT)";
+    if (untuned)
+      out.error += "; its tiles are the tuning table's (" + TuningTable::defaultPath() +
+                   "), and no bundle holds the built-in ones (" + untuned->str() + ") either";
     out.notBundled = true;
     for (const std::string &refused : bundleErrors())
       out.error += "; " + refused;
@@ -156,6 +176,15 @@ KernelLookup Runtime::build(const Spec &spec) {
         if (t != spec.tile_q && findBundledKernel(sibling.str(), arch))
           return kernel(sibling);
       }
+  }
+  // A bundle loaded into the process is the application's choice of kernels:
+  // a spec whose tiles only a tuning table changed takes the bundle's
+  // built-in ones rather than a compile (or, in AOT-only mode, an error).
+  // (`attnc aot` leaves the table out: a bundle's spec lines give tuned tiles.)
+  if (untuned && bundled(*untuned))
+    return kernel(*untuned);
+  if (!aot && spec.mode == Mode::Decode) {
+    Spec sibling = spec;
     if (spec.tile_q != 1) {
       sibling.tile_q = 1;
       KernelLookup one = kernel(sibling);

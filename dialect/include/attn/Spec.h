@@ -135,6 +135,12 @@ void setTileTuner(TileTuner tuner);
 std::string tuningKey(const Spec &spec);
 /// Whether the installed tuner (if any) has tiles for this kind of spec.
 bool hasTunedTiles(const Spec &spec);
+/// For a spec whose tiles (and pipeline depth) are those the installed
+/// tuner gives its kind of spec: the same spec with the target's built-in
+/// tiles instead, as parseSpec gives it with no tuning table. nullopt where
+/// there is no tuner or no entry, where the spec's tiles are others, or
+/// where the built-in ones are the same.
+std::optional<Spec> untunedSpec(const Spec &spec);
 
 /// Stages of K and V tiles a GPU kernel of this spec keeps in shared memory
 /// (the pipeline depth): the spec's `stages` when set; else, measured on the
