@@ -128,19 +128,37 @@ class TestPageAllocator(unittest.TestCase):
         self.assertEqual(pages.free_pages, 4096 - 4 * 150 * 5)
 
     def test_a_bad_array_interface_is_an_attnc_error(self):
+        shape = (10, 16, 8, 128)
         cases = [
-            {"shape": (10, 16, 8, 128), "typestr": "<f2", "version": 3},      # no data
-            {"shape": (10, 16, 8, 128), "typestr": "<V", "data": (0, False)},
-            {"shape": (10, 16, 8, 128), "typestr": "f16", "data": (0, False)},
-            {"shape": (10, 16, 8, 128), "typestr": "<f0", "data": (0, False)},
-            {"shape": None, "typestr": "<f2", "data": (0, False)},
+            ({"shape": shape, "typestr": "<f2", "version": 3}, "has no data"),
+            ({"shape": shape, "typestr": "<V", "data": (0, False)}, "typestr = '<V'"),
+            ({"shape": shape, "typestr": "f16", "data": (0, False)}, "typestr = 'f16'"),
+            ({"shape": shape, "typestr": "<f0", "data": (0, False)}, "typestr = '<f0'"),
+            ({"shape": None, "typestr": "<f2", "data": (0, False)}, "shape = None"),
+            ({"shape": (100.9, 16, 8, 128), "typestr": "<f2", "data": (0, False)},
+             "holds 100.9, not an integer"),
+            ({"shape": shape, "typestr": "<f2", "data": (0, False), "strides": ("32768",) * 4},
+             "holds '32768', not an integer"),
+            ({"shape": shape, "typestr": "<f2", "data": (0, False), "strides": ()},
+             "strides () for a shape of 4 dimensions"),
+            ({"shape": shape, "typestr": "<f2", "data": (1.5, False)}, "holds 1.5"),
+            ({"shape": shape, "typestr": "<f2", "data": (-1, False)}, "holds -1, out of 0 .."),
+            ("not a dict", "is a str, not a dict"),
         ]
-        for cai in cases + ["not a dict"]:
+        for cai, message in cases:
             fake = types.SimpleNamespace(__cuda_array_interface__=cai)
-            with self.assertRaises(attnc.AttncError) as e:
+            with self.assertRaises(attnc.AttncError, msg=cai) as e:
                 attnc.PageAllocator.for_cache(fake)
-            self.assertIn("__cuda_array_interface__ does not read as an array",
-                          str(e.exception))
+            self.assertIn("cache's __cuda_array_interface__", str(e.exception))
+            self.assertIn(message, str(e.exception))
+
+    def test_the_page_count_is_kept_as_checked(self):
+        class Index:
+            def __index__(self):
+                return 10
+        pages = attnc.PageAllocator(Index(), 4)
+        self.assertEqual(type(pages.num_pages), int)
+        self.assertEqual(len(pages.allocate(0, 2)), 2)
 
     def test_windows_follow_the_cache_address(self):
         page = 16 * 8 * 128 * 2
@@ -342,7 +360,11 @@ class TestArgumentTypes(unittest.TestCase):
         self.assertIn("spec = None: expected a string", str(e.exception))
         with self.assertRaises(attnc.AttncError) as e:
             attnc.Runtime(cache_dir=5)
-        self.assertIn("cache_dir = 5: expected a string", str(e.exception))
+        self.assertIn("cache_dir = 5: expected a folder's path", str(e.exception))
+        # A lone surrogate has no UTF-8 form.
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.canonical_spec("mode=\udcff")
+        self.assertIn("not text UTF-8 can hold", str(e.exception))
 
     def test_an_interface_without_its_keys(self):
         class Bare:
@@ -395,6 +417,60 @@ class TestTensorChecks(unittest.TestCase):
             with self.assertRaises(attnc.AttncError) as e:
                 attnc.attention(FakeCudaArray(q), FakeCudaArray(k), FakeCudaArray(v))
             self.assertIn(want, str(e.exception))
+
+    def test_a_malformed_array_interface_is_named(self):
+        k = FakeCudaArray((16, 8, 128))
+        cases = [
+            ({"shape": (4, 8, 128), "typestr": ["<f2"], "data": (1, False)}, "typestr = ['<f2']"),
+            ({"shape": 5, "typestr": "<f2", "data": (1, False)}, "shape = 5"),
+            ({"shape": (4, 8, 128), "typestr": "<f2", "data": None}, "data = None"),
+            ({"shape": (4, 8, 128), "typestr": "<f2", "data": ("0x10", False)}, "holds '0x10'"),
+            ({"shape": (4, 8, 128), "typestr": "<f2", "data": (1 << 64, False)},
+             "out of 0 .. 18446744073709551615"),
+            ({"shape": (4, 8, 128), "typestr": "<f2", "data": (1, False), "strides": 5},
+             "strides = 5"),
+        ]
+        for cai, message in cases:
+            q = types.SimpleNamespace(__cuda_array_interface__=cai)
+            with self.assertRaises(attnc.AttncError, msg=cai) as e:
+                attnc.attention(q, k, k)
+            self.assertIn("q's __cuda_array_interface__", str(e.exception))
+            self.assertIn(message, str(e.exception))
+        paged = types.SimpleNamespace(__cuda_array_interface__={
+            "shape": (10, 16, 8, 128), "typestr": "<f2", "data": (1, False),
+            "strides": (32768, 2048)})
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((2, 8, 128)), paged, paged)
+        self.assertIn("strides (32768, 2048) for a shape of 4 dimensions", str(e.exception))
+
+    def test_sizes_past_the_launch_fields_are_refused(self):
+        # ctypes would keep the low bits: 2^32 + 8 heads would launch as 8.
+        heads = (1 << 32) + 8
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(FakeCudaArray((4, heads, 64)), FakeCudaArray((4, heads, 64)),
+                            FakeCudaArray((4, heads, 64)), cu_seqlens_q=FakeCudaArray((2,), "<i4"),
+                            cu_seqlens_k=FakeCudaArray((2,), "<i4"), max_seqlen_q=4,
+                            max_seqlen_k=4)
+        self.assertIn(f"num_q_heads = {heads} does not fit the launch's arguments",
+                      str(e.exception))
+        args = attnc._Args()
+        with self.assertRaises(attnc.AttncError):
+            args.kv_page_stride = 1 << 65
+        with self.assertRaises(attnc.AttncError):
+            args.q = -1
+        args.q = (1 << 64) - 1
+        self.assertEqual(args.q, (1 << 64) - 1)
+
+    def test_a_zero_scale_is_refused(self):
+        # 0 is the launch's "1 / sqrt(head_dim)": a scale of 0 asked for would be that.
+        for zero in (0, 0.0, -0.0):
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.attention(FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)),
+                                FakeCudaArray((4, 2, 64)), cu_seqlens_q=FakeCudaArray((2,), "<i4"),
+                                cu_seqlens_k=FakeCudaArray((2,), "<i4"), max_seqlen_q=4,
+                                max_seqlen_k=4, scale=zero)
+            self.assertIn("must be finite and > 0 (scale=None: 1 / sqrt(head_dim))",
+                          str(e.exception))
 
     def test_a_scale_past_a_double_is_refused(self):
         with self.assertRaises(attnc.AttncError) as e:
@@ -618,6 +694,10 @@ class TestPlanChecksWhatItLaunches(unittest.TestCase):
         with self.assertRaises(attnc.AttncError) as e:
             attnc.attention(*tensors, stream="default", **args)
         self.assertIn("stream = 'default': expected a CUDA stream handle", str(e.exception))
+        for handle in (-1, 1 << 64):  # no handle: ctypes would make 2^64 the default stream
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.attention(*tensors, stream=handle, **args)
+            self.assertIn(f"stream = {handle}: expected a CUDA stream handle", str(e.exception))
 
     def test_a_plan_keeps_the_callers_tensors(self):
         tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED,), "|u1"))

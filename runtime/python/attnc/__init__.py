@@ -46,6 +46,10 @@ _STATUS = {1: "invalid argument", 2: "no GPU", 3: "compile failed", 4: "launch f
            5: "buffer too small", 6: "not in an AOT bundle"}
 
 
+_BITS = {ctypes.c_uint32: (False, 32), ctypes.c_uint64: (False, 64), ctypes.c_int32: (True, 32),
+         ctypes.c_int64: (True, 64)}
+
+
 class _Args(ctypes.Structure):
     _fields_ = [("size", ctypes.c_uint32)] + [
         (n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "lse", "cu_seqlens_q", "cu_seqlens_k",
@@ -55,6 +59,18 @@ class _Args(ctypes.Structure):
                                       "max_q_len", "max_kv_len")
     ] + [("scale", ctypes.c_double)] + [
         (n, ctypes.c_int64) for n in ("kv_page_stride", "kv_token_stride", "kv_head_stride")]
+
+    def __setattr__(self, name, value):
+        # ctypes keeps the low bits of an integer too large for its field: a
+        # size or an address that does not fit is refused instead.
+        kind = dict(self._fields_).get(name)
+        if kind in _BITS and isinstance(value, int):
+            signed, bits = _BITS[kind]
+            lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+            if not lo <= value <= hi:
+                raise AttncError(f"{name} = {value} does not fit the launch's arguments (a "
+                                 f"{'' if signed else 'un'}signed {bits}-bit field: {lo} .. {hi})")
+        super().__setattr__(name, value)
 
 
 _lib = None
@@ -208,7 +224,10 @@ def _text(name, value):
         raise AttncError(f"{name} = {value!r}: expected a string")
     if "\0" in value:
         raise AttncError(f"{name} = {value!r}: holds a NUL character")
-    return value.encode()
+    try:
+        return value.encode()
+    except UnicodeEncodeError as e:
+        raise AttncError(f"{name} = {value!r}: not text UTF-8 can hold ({e.reason})") from None
 
 
 def _flag(name, value):
@@ -262,6 +281,20 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     return _string(lib.attnc_attention_spec, ctypes.byref(c), target_bytes)
 
 
+def _folder(name, path):
+    """A folder's path for C (a str, bytes or os.PathLike, as the file system
+    names it); None for None or an empty name (the default folder)."""
+    if path is None:
+        return None
+    try:
+        raw = os.fsencode(path)
+    except TypeError:
+        raise AttncError(f"{name} = {path!r}: expected a folder's path") from None
+    if b"\0" in raw:
+        raise AttncError(f"{name} = {path!r}: holds a NUL character")
+    return raw or None
+
+
 def load_bundle(path):
     """Registers the kernels of an AOT bundle folder (``attnc aot -o DIR``: its
     manifest.txt and cubins) for every Runtime of the process, attention()'s
@@ -273,15 +306,14 @@ def load_bundle(path):
     kernels the folder holds (all architectures). Needs no GPU.
 
     A call finds a bundled kernel by its spec: a bundle built from specs that
-    leave their tiles open holds the built-in tiles, while a tuning table on
-    this machine (``attnc tune``, $ATTNC_TUNING_FILE) gives calls the tuned
-    ones; bundle the tuned tiles, or serve without the table."""
-    try:
-        raw = os.fsencode(path)  # a str, bytes or os.PathLike, as the file system names it
-    except TypeError:
-        raise AttncError(f"path = {path!r}: expected a folder's path") from None
-    if b"\0" in raw:
-        raise AttncError(f"path = {path!r}: holds a NUL character")
+    leave their tiles open holds the built-in tiles. A tuning table on this
+    machine (``attnc tune``, $ATTNC_TUNING_FILE) gives calls tuned ones; where
+    no bundle holds those, the bundle's kernel of the built-in tiles serves
+    the call (Kernel.spec says which). A bundle holds tuned tiles where its
+    spec lines give them (``attnc aot`` leaves the table out)."""
+    raw = _folder("path", path)
+    if raw is None:
+        raise AttncError(f"path = {path!r}: expected a folder's path")
     n = ctypes.c_int64()
     _check(_library().attnc_bundle_load(raw, ctypes.byref(n)),
            "loading the bundle " + os.fsdecode(raw))
@@ -328,14 +360,16 @@ class Kernel:
 
 class Runtime:
     """The JIT runtime bound to the current CUDA context (device 0's primary
-    context when none is current): spec -> kernel, cached in memory and on disk."""
+    context when none is current): spec -> kernel, cached in memory and on disk
+    (cache_dir: a str, bytes or os.PathLike folder; None: the default,
+    $ATTNC_CACHE_DIR, else the user's cache folder)."""
 
     def __init__(self, cache_dir=None, aot_only=False):
         lib = _library()
         aot_only = bool(_flag("aot_only", aot_only))
         handle = ctypes.c_void_p()
-        _check(lib.attnc_runtime_create(_text("cache_dir", cache_dir) if cache_dir else None,
-                                        ctypes.byref(handle)), "attnc runtime")
+        _check(lib.attnc_runtime_create(_folder("cache_dir", cache_dir), ctypes.byref(handle)),
+               "attnc runtime")
         self._handle = handle
         self._kernels = {}
         self.arch = _string(lib.attnc_runtime_arch, handle)
@@ -412,7 +446,8 @@ class PageAllocator:
     def __init__(self, num_pages, pages_per_window, first_window_pages=0):
         lib = _library()
         handle = ctypes.c_void_p()
-        _check(lib.attnc_pages_create(_int("num_pages", num_pages, 1),
+        num_pages = _int("num_pages", num_pages, 1)
+        _check(lib.attnc_pages_create(num_pages,
                                       _int("pages_per_window", pages_per_window, 1),
                                       _int("first_window_pages", first_window_pages),
                                       ctypes.byref(handle)), "page allocator")
@@ -446,21 +481,14 @@ class PageAllocator:
             shape, item, address = tuple(cache.shape), cache.element_size(), cache.data_ptr()
             stride = cache.stride(0) * item if cache.dim() else 0
         elif hasattr(cache, "__cuda_array_interface__"):
-            cai = cache.__cuda_array_interface__
-            try:
-                typestr = cai["typestr"]
-                # '<f2': a byte order, a kind, a size in bytes.
-                if not (isinstance(typestr, str) and len(typestr) >= 3 and
-                        typestr[0] in "<>|=" and typestr[1].isalpha() and
-                        typestr[2:].isdigit() and int(typestr[2:]) > 0):
-                    raise ValueError(f"typestr {typestr!r}")
-                shape, item = tuple(int(x) for x in cai["shape"]), int(typestr[2:])
-                address = int(cai["data"][0])
-                strides = cai.get("strides")
-                stride = int(strides[0]) if strides else item * math.prod(shape[1:])
-            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-                raise AttncError(f"cache's __cuda_array_interface__ does not read as an "
-                                 f"array ({type(e).__name__}: {e})") from None
+            shape, typestr, address, strides = _interface(cache, "cache")
+            # '<f2': a byte order, a kind, a size in bytes.
+            if not (len(typestr) >= 3 and typestr[0] in "<>|=" and typestr[1].isalpha() and
+                    typestr[2:].isdigit() and int(typestr[2:]) > 0):
+                raise AttncError(f"cache's __cuda_array_interface__: typestr = {typestr!r}, "
+                                 "expected a byte order, a kind and a size such as '<f2'")
+            item = int(typestr[2:])
+            stride = strides[0] if strides else item * math.prod(shape[1:])
         else:
             raise AttncError(f"cache is a {type(cache).__name__}: expected a torch tensor or an "
                              "array with __cuda_array_interface__")
@@ -519,6 +547,51 @@ class PageAllocator:
 
 # --- tensors ---------------------------------------------------------------
 
+
+def _interface(t, name):
+    """(shape, typestr, address, strides in bytes or None) of an object's
+    __cuda_array_interface__, each checked for its kind and range."""
+    iface = t.__cuda_array_interface__
+    what = f"{name}'s __cuda_array_interface__"
+    if not isinstance(iface, dict):
+        raise AttncError(f"{what} is a {type(iface).__name__}, not a dict")
+    missing = [key for key in ("shape", "typestr", "data") if key not in iface]
+    if missing:
+        raise AttncError(f"{what} has no {', '.join(missing)}")
+
+    def ints(key, value, lo, hi):
+        if not isinstance(value, (tuple, list)):
+            raise AttncError(f"{what}: {key} = {value!r}, expected a tuple of integers")
+        out = []
+        for x in value:
+            try:
+                if isinstance(x, bool):
+                    raise TypeError
+                x = operator.index(x)
+            except TypeError:
+                raise AttncError(f"{what}: {key} = {value!r} holds {x!r}, not an integer") from None
+            if not lo <= x <= hi:
+                raise AttncError(f"{what}: {key} = {value!r} holds {x}, out of {lo} .. {hi}")
+            out.append(x)
+        return tuple(out)
+
+    shape = ints("shape", iface["shape"], 0, (1 << 62) - 1)
+    typestr = iface["typestr"]
+    if not isinstance(typestr, str):
+        raise AttncError(f"{what}: typestr = {typestr!r}, expected a string such as '<f2'")
+    data = iface["data"]
+    if not isinstance(data, (tuple, list)) or not data:
+        raise AttncError(f"{what}: data = {data!r}, expected (address, read_only)")
+    address = ints("data", data[:1], 0, (1 << 64) - 1)[0]
+    strides = iface.get("strides")
+    if strides is not None:
+        strides = ints("strides", strides, -(1 << 62), (1 << 62) - 1)
+        if len(strides) != len(shape):
+            raise AttncError(f"{what}: strides {strides} for a shape of {len(shape)} dimensions "
+                             f"{shape}")
+    return shape, typestr, address, strides
+
+
 _TYPESTR = {"<f2": "f16", "<i4": "i32", "<f4": "f32", "|u1": "u8"}
 
 
@@ -553,19 +626,14 @@ class _View:
             self.ptr, self.shape, self.dtype = t.data_ptr(), tuple(t.shape), names[t.dtype]
             self.itemsize, self.device = t.element_size(), t.device.index
             return
-        iface = getattr(t, "__cuda_array_interface__", None)
-        if iface is None:
+        if getattr(t, "__cuda_array_interface__", None) is None:
             raise AttncError(f"{name} is not a CUDA array (a torch CUDA tensor or an object with "
                              "__cuda_array_interface__); host memory cannot be read by the kernel")
-        missing = [key for key in ("shape", "typestr", "data") if key not in iface]
-        if missing:
-            raise AttncError(f"{name}'s __cuda_array_interface__ has no {', '.join(missing)}")
-        shape, typestr = tuple(iface["shape"]), iface["typestr"]
+        shape, typestr, address, strides = _interface(t, name)
         if typestr not in _TYPESTR:
             raise AttncError(f"{name} has typestr {typestr!r}; attnc takes '<f2' (float16), "
                              "'<i4' (int32), '<f4' (float32) or '|u1' (bytes, a workspace) "
                              "through __cuda_array_interface__")
-        strides = iface.get("strides")
         itemsize = int(typestr[2:])
         expect, step = [], itemsize
         for n in reversed(shape):
@@ -580,17 +648,20 @@ class _View:
         elif strides is not None and tuple(strides) != tuple(expect):
             raise AttncError(f"{name} is not contiguous (strides {tuple(strides)}, "
                              f"contiguous would be {tuple(expect)})")
-        self.ptr, self.shape, self.dtype = iface["data"][0], shape, _TYPESTR[typestr]
+        self.ptr, self.shape, self.dtype = address, shape, _TYPESTR[typestr]
         self.itemsize, self.device = itemsize, None
 
 
 def _dims(t):
     """The number of dimensions of a tensor or __cuda_array_interface__ object (0 if
     neither: _View names the problem)."""
-    shape = getattr(t, "shape", None)
-    if shape is None:
-        shape = (getattr(t, "__cuda_array_interface__", None) or {}).get("shape", ())
-    return len(tuple(shape))
+    try:
+        shape = getattr(t, "shape", None)
+        if shape is None:
+            shape = (getattr(t, "__cuda_array_interface__", None) or {}).get("shape", ())
+        return len(tuple(shape))
+    except (TypeError, AttributeError):
+        return 0
 
 
 def _cache_strides(kv_, vv):
@@ -686,7 +757,9 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
 
     causal / window: masks aligned at the bottom right (query i of a sequence
     with q_len queries and kv_len keys sits at key position i + kv_len - q_len);
-    window=W keeps the last W keys up to that position. With fewer KV heads
+    window=W keeps the last W keys up to that position. scale multiplies the
+    scores before the softmax: None is 1 / sqrt(head_dim), else a finite number
+    > 0 (0, which the launch reads as None, is refused). With fewer KV heads
     than query heads (GQA), query head h reads KV head h // (num_q_heads //
     num_kv_heads), as repeat_interleave does. Without cu_seqlens_q
     the whole of q is one sequence (and likewise k). A paged cache (k, v with
@@ -813,8 +886,9 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         a.scale = 0.0 if scale is None else float(scale)
     except OverflowError:
         raise AttncError(f"scale = {scale} does not fit in a double") from None
-    if scale is not None and not (math.isfinite(a.scale) and a.scale >= 0):
-        raise AttncError(f"scale = {scale} must be finite and >= 0")
+    if scale is not None and not (math.isfinite(a.scale) and a.scale > 0):
+        raise AttncError(f"scale = {scale} must be finite and > 0"
+                         + (" (scale=None: 1 / sqrt(head_dim))" if a.scale == 0 else ""))
 
     rt = _runtime_for(device)
     kernel = rt.kernel(spec_for(qv.dtype, d, hq, hkv, target=rt.arch, page_size=page_size,
@@ -867,9 +941,9 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         stream = torch.cuda.current_stream(q.device).cuda_stream if torch is not None else 0
     elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
         stream = stream.cuda_stream
-    if isinstance(stream, bool) or not isinstance(stream, int):
-        raise AttncError(f"stream = {stream!r}: expected a CUDA stream handle (an int) or an "
-                         "object with .cuda_stream (a torch.cuda.Stream)")
+    if isinstance(stream, bool) or not isinstance(stream, int) or not 0 <= stream < (1 << 64):
+        raise AttncError(f"stream = {stream!r}: expected a CUDA stream handle (an int, 0 .. "
+                         "2^64 - 1) or an object with .cuda_stream (a torch.cuda.Stream)")
     if check_arguments:
         kernel.check_arguments(a, stream)
     return Plan(kernel, a, out, lse if return_lse else None, keep, stream)
