@@ -176,6 +176,18 @@ TEST_CASE("a split count asked of a call that takes a prefill kernel is refused,
   wide.tile_kv = 256; // no decode block holds it, so the call takes prefill
   CHECK(refusal(wide).find("the decode kernels refuse it: invalid spec: tile_kv = 256") !=
         std::string::npos);
+  // Asked for decode kernels that cannot take the call, the call's sizes are named.
+  AttentionShape forced = s;
+  forced.split_kv.reset();
+  forced.decode = true;
+  forced.max_q_len = 17;
+  CHECK(!attentionSpec(forced, Target::SM90a, error));
+  CHECK(error == "decode = true, but max_q_len = 17: the decode kernels take 1..16 query tokens");
+  forced.max_q_len = 16;
+  forced.num_q_heads = 80; // a group of 10
+  CHECK(!attentionSpec(forced, Target::SM90a, error));
+  CHECK(error == "decode = true, but max_q_len = 16 query tokens x a GQA group of 10 = 160 rows: "
+                 "a decode block takes at most 128");
   // Without a split count the same tensors take the prefill kernel as before.
   many.split_kv.reset();
   REQUIRE(attentionSpec(many, Target::SM90a, error));

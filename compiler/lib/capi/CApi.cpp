@@ -237,7 +237,10 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     }
     SpecResult where = parseSpec("target=" + targetName);
     if (!where)
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, where.error->message());
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("target = '") + target +
+                      "': expected a GPU architecture from sm_80 on (sm_80, sm_86, sm_89, "
+                      "sm_90a, sm_100, ...: sm_9x takes sm_90a's kernels, the others sm_80's)");
     if (!where.spec->isGPU()) // the calls' tensors are bf16 or f16, which the CPU does not take
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   "target = cpu: attention calls take GPU kernels (sm_80 or sm_90a); a CPU "

@@ -46,6 +46,16 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
     return t + kvTile;
   };
   bool decode = s.decode.value_or(few && !s.tile_q);
+  if (s.decode.value_or(false) && s.max_q_len >= 1 && !few) {
+    // Asked for decode kernels, the call's own sizes say why they do not fit
+    // (the spec's tile_q and gqa are derived from them).
+    error = "decode = true, but max_q_len = " + std::to_string(s.max_q_len) +
+            (s.max_q_len > 16 ? ": the decode kernels take 1..16 query tokens"
+                              : " query tokens x a GQA group of " + std::to_string(group) +
+                                    " = " + std::to_string(s.max_q_len * group) +
+                                    " rows: a decode block takes at most 128");
+    return std::nullopt;
+  }
   std::string decodeRefused; // why the decode kernels were left, when they were
   if (!s.decode && decode && s.tile_kv != 0)
     if (SpecResult tried = parseSpec(decodeText(false)); !tried) {
