@@ -45,11 +45,17 @@ struct Batch {
 
 /// Errors of a run against the reference, accumulated over sequences.
 struct Errors {
-  double maxAbs = 0, sumSqErr = 0, sumSqRef = 0;
+  double maxAbs = 0, sumSqErr = 0, sumSqRef = 0; ///< maxAbs: outputs and lse alike
+  double maxAbsOut = 0, maxRefOut = 0;           ///< the outputs' alone, and their largest |value|
+  double maxAbsLse = 0, maxRefLse = 0;           ///< lse's alone (finite rows), and its largest |value|
   int64_t checked = 0, nan = 0, fullyMaskedRows = 0, fullyMaskedWrong = 0;
   double relative() const {
     return sumSqRef > 0 ? std::sqrt(sumSqErr / sumSqRef) : std::sqrt(sumSqErr);
   }
+  /// The largest error against the largest value where that is above 1
+  /// (values of a few units: the absolute error), of the outputs and of lse.
+  double scaledOut() const { return maxAbsOut / std::max(1.0, maxRefOut); }
+  double scaledLse() const { return maxAbsLse / std::max(1.0, maxRefLse); }
 };
 
 /// The reference's name for a spec's mask.
@@ -182,6 +188,8 @@ void compare(const Batch<T> &batch, size_t i, double scale, const std::vector<T>
       }
       double err = std::fabs(double(got - want));
       errors.maxAbs = std::max(errors.maxAbs, err);
+      errors.maxAbsOut = std::max(errors.maxAbsOut, err);
+      errors.maxRefOut = std::max(errors.maxRefOut, double(std::fabs(want)));
       errors.sumSqErr += err * err;
       errors.sumSqRef += double(want * want);
     }
@@ -195,8 +203,12 @@ void compare(const Batch<T> &batch, size_t i, double scale, const std::vector<T>
     } else if (spec.return_lse) {
       if (std::isnan(lse[row]))
         ++errors.nan;
-      else
-        errors.maxAbs = std::max(errors.maxAbs, std::fabs(double(lse[row] - refLse[row])));
+      else {
+        const double err = std::fabs(double(lse[row] - refLse[row]));
+        errors.maxAbs = std::max(errors.maxAbs, err);
+        errors.maxAbsLse = std::max(errors.maxAbsLse, err);
+        errors.maxRefLse = std::max(errors.maxRefLse, double(std::fabs(refLse[row])));
+      }
     }
   }
 }

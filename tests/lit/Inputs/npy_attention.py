@@ -12,11 +12,11 @@ import numpy as np
 
 
 def make(out, kind, gqa=2, kv_heads=2, q_len=37, kv_len=53, head_dim=32, page=16,
-         dtype=np.float64, seed=0):
+         dtype=np.float64, seed=0, v_scale=1):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((kv_heads * gqa, q_len, head_dim)).astype(dtype)
     k = rng.standard_normal((kv_heads, kv_len, head_dim)).astype(dtype)
-    v = rng.standard_normal((kv_heads, kv_len, head_dim)).astype(dtype)
+    v = (rng.standard_normal((kv_heads, kv_len, head_dim)) * v_scale).astype(dtype)
     np.save(f"{out}/q.npy", q)
     np.save(f"{out}/k_logical.npy", k)
     np.save(f"{out}/v_logical.npy", v)
