@@ -304,6 +304,9 @@ int aot(const AotOptions &o) {
   int badLines = 0;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
+    // A byte-order mark some editors put first is no part of the first spec.
+    if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0)
+      line = line.substr(3);
     if (size_t hash = line.find('#'); hash != std::string::npos)
       line = line.substr(0, hash);
     line = trim(line);

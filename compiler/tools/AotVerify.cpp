@@ -19,7 +19,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -162,8 +164,14 @@ int verifyBundle(const std::string &dir) {
   if (!llvm::sys::fs::is_directory(dir))
     return fail(dir + (llvm::sys::fs::exists(dir) ? " is not a folder" : " does not exist") +
                 ": --verify takes the bundle folder `attnc aot -o` wrote");
-  if (!manifest.is_open() || !manifest)
-    return fail(manifestPath + ": cannot open (not a bundle folder?)");
+  if (!manifest.is_open() || !manifest) {
+    std::ifstream probe(manifestPath); // what stops it: missing, not a file, permissions
+    const int err = errno;
+    return fail(manifestPath + ": cannot open: " +
+                (!llvm::sys::fs::exists(manifestPath) ? "the folder has none (not a bundle folder?)"
+                 : !llvm::sys::fs::is_regular_file(manifestPath) ? "it is not a file"
+                                                                 : std::strerror(err)));
+  }
   std::string why;
   ManifestHead head;
   if (!readManifestHead(manifest, head, why))

@@ -541,6 +541,21 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
   return ok;
 }
 
+/// Why a --scale that an f32 kernel (every GPU kernel, and the CPU's below
+/// f64) takes as a float cannot be one: 0 (the GPU reads 0 as 1/sqrt(d)) or
+/// infinite there. Empty where it can.
+std::string floatScaleProblem(const RunOptions &o) {
+  if (!o.scale)
+    return "";
+  const float f = static_cast<float>(*o.scale);
+  if (std::isfinite(f) && f > 0)
+    return "";
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", *o.scale);
+  return "--scale " + text + (f == 0 ? " is 0 as an f32" : " does not fit in f32") +
+         ", the type the kernel takes it in";
+}
+
 /// The summary and verdict: exit status 0 within `bound` (its "OK" is for the
 /// caller to print, once the outputs are written), else 1. The outputs are
 /// held to `bound` in their relative (RMS) error, or with maxAbsBound in their
@@ -615,6 +630,8 @@ int runTyped(const Spec &spec, const RunOptions &o) {
   if (o.q.empty())
     llvm::outs() << "seed " << seed << " (--seed " << seed << " to replay)\n";
   const double scale = o.scale.value_or(1.0 / std::sqrt(double(spec.head_dim)));
+  if (std::string bad = floatScaleProblem(o); !std::is_same_v<T, double> && !bad.empty())
+    return fail(bad);
 
   auto t0 = std::chrono::steady_clock::now();
   auto kernel = CpuKernel::compile(spec);
@@ -699,6 +716,8 @@ int runGpu(const RunOptions &o) {
     llvm::outs() << "seed " << seed << " (--seed " << seed << " to replay)\n";
   harness::roundInputs(batch);
   const double scale = o.scale.value_or(1.0 / std::sqrt(double(spec.head_dim)));
+  if (std::string bad = floatScaleProblem(o); !bad.empty())
+    return fail(bad);
 
   KernelLookup k = rt->kernel(spec);
   if (!k)

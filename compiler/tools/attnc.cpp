@@ -196,8 +196,9 @@ static cl::opt<std::string> aotOutput("o",
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
 static cl::opt<std::string> aotName("name",
-                                    cl::desc("The bundle's name, a C identifier: other characters "
-                                             "become '_' (default: the folder's name)"),
+                                    cl::desc("The bundle's name, of letters, digits and '_': "
+                                             "other characters become '_' (default: the "
+                                             "folder's name)"),
                                     cl::value_desc("name"), cl::sub(aotCmd), cl::cat(attncCategory));
 static Integer<unsigned> aotJobs("j",
                                  cl::desc("Specs compiled at once (default: hardware threads; a "
@@ -517,13 +518,24 @@ static int runCache() {
     llvm::errs() << "attnc cache: no cache directory (no home directory): set ATTNC_CACHE_DIR\n";
     return 1;
   }
-  if (!llvm::sys::fs::exists(dir)) {
+  llvm::sys::fs::file_status st;
+  if (std::error_code ec = llvm::sys::fs::status(dir, st)) {
+    if (ec != std::errc::no_such_file_or_directory) { // a folder on the way cannot be searched
+      llvm::errs() << "attnc cache: " << dir << " cannot be read: " << ec.message() << "\n";
+      return 1;
+    }
     llvm::outs() << (cacheAction == "clear" ? "removed 0 kernels: " : "0 kernels: ") << dir
                  << " does not exist\n";
     return 0;
   }
-  if (!llvm::sys::fs::is_directory(dir)) {
+  if (st.type() != llvm::sys::fs::file_type::directory_file) {
     llvm::errs() << "attnc cache: " << dir << " is not a folder (set ATTNC_CACHE_DIR to one)\n";
+    return 1;
+  }
+  std::error_code unreadable;
+  llvm::sys::fs::directory_iterator probe(dir, unreadable);
+  if (unreadable) {
+    llvm::errs() << "attnc cache: " << dir << " cannot be read: " << unreadable.message() << "\n";
     return 1;
   }
   // The folder is read (and cleared) as it is: no cache is made of it, so
@@ -540,16 +552,17 @@ static int runCache() {
   }
   long long total = 0;
   auto entries = attn::KernelCache::list(dir, &error);
-  if (!error.empty()) {
-    llvm::errs() << "attnc cache list: " << error << "\n";
-    return 1;
-  }
   for (const attn::CacheEntry &e : entries) {
     llvm::outs() << llvm::format("%10lld  ", e.bytes) << e.file << "\n";
     total += e.bytes;
   }
   llvm::outs() << attn::cli::counted(int64_t(entries.size()), "kernel") << ", " << total
                << " bytes in " << dir << "\n";
+  if (!error.empty()) {
+    llvm::outs().flush();
+    llvm::errs() << "attnc cache list: " << error << "\n";
+    return 1;
+  }
   return 0;
 #endif
 }

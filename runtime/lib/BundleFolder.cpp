@@ -361,8 +361,14 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
   std::vector<unsigned char> bytes;
   int err = 0;
   if (!readAtMost(manifestPath, size_t(1) << 26, bytes, err)) { // 64 MiB: ~200k kernel lines
+    struct stat st;
+    const bool folder = ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     error = err == ENOENT || err == ENOTDIR
-                ? manifestPath + ": cannot open (not a bundle folder? `attnc aot -o DIR` writes one)"
+                ? manifestPath + ": cannot open: " +
+                      (folder ? "the folder has none (not a bundle folder? `attnc aot -o DIR` "
+                                "writes one)"
+                              : dir + (::access(dir.c_str(), F_OK) == 0 ? " is not a folder"
+                                                                         : " does not exist"))
                 : unreadable(manifestPath, err);
     return false;
   }

@@ -335,6 +335,8 @@ std::vector<CacheEntry> KernelCache::list(const std::string &dir, std::string *e
       *error = dir + " cannot be read: " + std::strerror(errno);
     return entries;
   }
+  int unreadable = 0;
+  std::string firstUnreadable;
   while (dirent *e = readdir(d)) {
     std::string n = e->d_name;
     if (n[0] != '.' && endsWith(n, ".cubin")) {
@@ -343,12 +345,24 @@ std::vector<CacheEntry> KernelCache::list(const std::string &dir, std::string *e
       // none of them, and clear removes none).
       const std::string file = dir + "/" + n;
       struct stat st;
-      if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !writtenByAttnc(file))
+      if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
         continue;
+      if (!writtenByAttnc(file)) {
+        // An entry's name that cannot be read is said, not passed over:
+        // whether attnc wrote it cannot be told.
+        if (looksLikeKey(n.substr(0, n.size() - 6)) && access(file.c_str(), R_OK) != 0 &&
+            unreadable++ == 0)
+          firstUnreadable = n + ": " + std::strerror(errno);
+        continue;
+      }
       entries.push_back({n, static_cast<long long>(st.st_size)});
     }
   }
   closedir(d);
+  if (unreadable && error)
+    *error = std::to_string(unreadable) + (unreadable == 1 ? " file" : " files") +
+             " named like an entry cannot be read, and " + (unreadable == 1 ? "is" : "are") +
+             " left out (" + firstUnreadable + ")";
   std::sort(entries.begin(), entries.end(),
             [](const CacheEntry &a, const CacheEntry &b) { return a.file < b.file; });
   return entries;
@@ -361,7 +375,8 @@ int KernelCache::clear(std::string *error) {
 }
 
 int KernelCache::clear(const std::string &dir, std::string *error) {
-  const std::vector<CacheEntry> entries = list(dir, error);
+  std::string listed;
+  const std::vector<CacheEntry> entries = list(dir, &listed);
   int removed = 0;
   std::string firstFailure;
   for (const CacheEntry &e : entries) {
@@ -373,6 +388,8 @@ int KernelCache::clear(const std::string &dir, std::string *error) {
   if (error && removed < static_cast<int>(entries.size()))
     *error = std::to_string(entries.size() - removed) + " of " + std::to_string(entries.size()) +
              " entries could not be removed (" + firstFailure + ")";
+  if (error && !listed.empty())
+    *error += (error->empty() ? "" : "; ") + listed;
   // What entries leave behind: the lock files of every entry ever compiled
   // here (empty, "<key>.cubin.lock"), and the temporary files of writers that
   // died before their rename (".<key>.tmp.<pid>.<thread>", attnc's magic

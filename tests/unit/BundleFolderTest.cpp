@@ -527,8 +527,11 @@ TEST_CASE("a manifest with CRLF line ends, blank lines and comments loads", "[bu
 }
 
 TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[bundle-folder]") {
-  CHECK(refusal("/nonexistent/folder").find("/nonexistent/folder/manifest.txt: cannot open") !=
-        std::string::npos);
+  CHECK(refusal("/nonexistent/folder") ==
+        "/nonexistent/folder/manifest.txt: cannot open: /nonexistent/folder does not exist");
+  CHECK(refusal("/dev/null") == "/dev/null/manifest.txt: cannot open: /dev/null is not a folder");
+  CHECK(refusal("/") == "//manifest.txt: cannot open: the folder has none (not a bundle folder? "
+                        "`attnc aot -o DIR` writes one)");
   CHECK(refusal("") == "the bundle folder's name is empty");
 
   std::string dir = makeFolder("x");

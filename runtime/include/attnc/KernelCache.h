@@ -75,12 +75,13 @@ public:
 
   /// The entries attnc wrote in the cache folder `dir`, by name (`attnc cache
   /// list` reads a folder without making a cache of it). A folder that
-  /// cannot be read is said in `error`.
+  /// cannot be read is said in `error`, as are files named like entries that
+  /// cannot be read (whether attnc wrote them cannot be told: left out).
   static std::vector<CacheEntry> list(const std::string &dir, std::string *error = nullptr);
   std::vector<CacheEntry> list() const { return list(dir_); }
   /// Removes every entry of `dir`, and the files entries leave behind;
-  /// returns how many entries went. Entries that could not be removed are
-  /// said in `error` (how many, the first one's name and why).
+  /// returns how many entries went. Entries that could not be removed, and
+  /// what list() says, are in `error` (how many, the first one's name and why).
   static int clear(const std::string &dir, std::string *error = nullptr);
   /// The same for this cache's folder; its memory is emptied too.
   int clear(std::string *error = nullptr);
