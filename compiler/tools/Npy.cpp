@@ -290,10 +290,12 @@ std::string writable(const std::string &path) {
     if (!inPlace)
       file = linkEnd(path);
   }
+  if (inPlace)
+    return ::access(file.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);
   // A write-protected file is not replaced through the rename either (as
   // `attnc emit -o` refuses it): its protection is the user's.
-  if (inPlace || (exists && S_ISREG(st.st_mode)))
-    return ::access(file.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);
+  if (exists && S_ISREG(st.st_mode) && ::access(file.c_str(), W_OK) != 0)
+    return std::string("cannot write: ") + std::strerror(errno);
   std::string folder = llvm::sys::path::parent_path(file).str();
   if (folder.empty())
     folder = ".";

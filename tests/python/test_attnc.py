@@ -451,7 +451,7 @@ class TestTensorChecks(unittest.TestCase):
                             FakeCudaArray((4, heads, 64)), cu_seqlens_q=FakeCudaArray((2,), "<i4"),
                             cu_seqlens_k=FakeCudaArray((2,), "<i4"), max_seqlen_q=4,
                             max_seqlen_k=4)
-        self.assertIn(f"num_q_heads = {heads} does not fit the launch's arguments",
+        self.assertIn(f"num_q_heads (q's heads) = {heads} does not fit the launch's arguments",
                       str(e.exception))
         args = attnc._Args()
         with self.assertRaises(attnc.AttncError):

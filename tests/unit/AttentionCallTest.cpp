@@ -188,6 +188,11 @@ TEST_CASE("a split count asked of a call that takes a prefill kernel is refused,
   CHECK(!attentionSpec(forced, Target::SM90a, error));
   CHECK(error == "decode = true, but max_q_len = 16 query tokens x a GQA group of 10 = 160 rows: "
                  "a decode block takes at most 128");
+  // An empty step (no query token) takes the prefill kernel, which launches
+  // nothing, whatever split count a decode server passes.
+  AttentionShape emptyStep = s;
+  emptyStep.max_q_len = 0;
+  REQUIRE(attentionSpec(emptyStep, Target::SM90a, error));
   // Without a split count the same tensors take the prefill kernel as before.
   many.split_kv.reset();
   REQUIRE(attentionSpec(many, Target::SM90a, error));

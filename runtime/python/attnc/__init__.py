@@ -48,6 +48,12 @@ _STATUS = {1: "invalid argument", 2: "no GPU", 3: "compile failed", 4: "launch f
 
 _BITS = {ctypes.c_uint32: (False, 32), ctypes.c_uint64: (False, 64), ctypes.c_int32: (True, 32),
          ctypes.c_int64: (True, 64)}
+# What a launch field holds, in the terms of plan()'s arguments.
+_FIELD_FROM = {"batch": "the sequences: cu_seqlens_q's entries - 1",
+               "num_q_heads": "q's heads", "num_kv_heads": "k's heads",
+               "total_q": "q's tokens", "total_kv": "k's tokens", "num_pages": "k's pages",
+               "block_table_stride": "block_table's columns", "max_q_len": "max_seqlen_q",
+               "max_kv_len": "max_seqlen_k", "workspace_bytes": "the workspace's bytes"}
 
 
 class _Args(ctypes.Structure):
@@ -68,8 +74,10 @@ class _Args(ctypes.Structure):
             signed, bits = _BITS[kind]
             lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
             if not lo <= value <= hi:
-                raise AttncError(f"{name} = {value} does not fit the launch's arguments (a "
-                                 f"{'' if signed else 'un'}signed {bits}-bit field: {lo} .. {hi})")
+                what = f" ({_FIELD_FROM[name]})" if name in _FIELD_FROM else ""
+                raise AttncError(f"{name}{what} = {value} does not fit the launch's arguments "
+                                 f"(a {'' if signed else 'un'}signed {bits}-bit field: "
+                                 f"{lo} .. {hi})")
         super().__setattr__(name, value)
 
 
