@@ -15,7 +15,7 @@ pages): a causal prefill and a split-KV decode. This script runs both on
 ragged random batches, checks that each kernel came from the bundle and that
 its output matches an fp32 reference (relative error < 1e-2), and shows that
 a call outside the bundle (head_dim 64) is refused. It serves under a tuning
-table that gives the two calls other tiles than the bundle's: they still
+table that gives the two calls other tiles than the bundle's: AOT-only, they
 take the bundle's kernels, of the built-in tiles.
 
 Exit status: 0 served and matched; 1 a mismatch, a kernel not from the
@@ -33,9 +33,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "runtime", "python"))
 # The bundle of app-specs.txt holds the built-in tiles. A tuning table on the
 # serving machine (`attnc tune`) gives calls other tiles, which the bundle
-# lacks: such a call takes the bundle's kernel of the built-in tiles rather
-# than a compile or, in AOT-only mode, an error. This example serves under a
-# table like one `attnc tune` may leave, to show it (examples/aot/README.md).
+# lacks: in AOT-only mode such a call takes the bundle's kernel of the
+# built-in tiles rather than an error (with JIT on, the tuned tiles are
+# compiled). This example serves under a table like one `attnc tune` may
+# leave, to show it (examples/aot/README.md).
 _TUNED = """\
 # tiles other than the built-in ones for this layer's two kinds of kernel
 mode=prefill,head_dim=128,mask=causal,page_size=16,gqa=4,target=sm_90a: tile_q=64,tile_kv=64

@@ -48,10 +48,10 @@ public:
   /// bundled decode kernel that differs from it only in tile_q, and where it
   /// is compiled, it is the tile_q = 1 spec's kernel that is compiled and
   /// shared by every token count (the kernel keeps its own spec and names).
-  /// A spec whose tiles a tuning table gave (untunedSpec) is served by a
-  /// bundled kernel of the built-in tiles where no bundle holds the tuned
-  /// ones: a loaded bundle is the application's choice, and the kernel keeps
-  /// its own spec, so Kernel::spec() says which it is. An sm_90a spec runs on
+  /// In AOT-only mode, a spec whose tiles are those the tuning table gives its
+  /// kind (untunedSpec), which no bundle holds, is served by the bundled
+  /// kernel of the built-in tiles instead of refused; the kernel keeps its
+  /// own spec, so Kernel::spec() says which it is. An sm_90a spec runs on
   /// compute capability 9.x only (wgmma and the cluster merge are sm_90a's
   /// own), an sm_80 one on any GPU from 8.0; the
   /// cubin is built for the GPU's own architecture and loaded into

@@ -85,6 +85,15 @@ KernelLookup Runtime::kernel(const Spec &spec) {
     found.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  // AOT only: a spec whose tiles are those a tuning table on this machine
+  // gives its kind, which no bundle holds, is served by the bundled kernel of
+  // the built-in tiles rather than refused (a bundle built without the table
+  // holds those). Remembered under that spec only: with JIT on again, this
+  // one is compiled.
+  if (!found && found.notBundled && aotOnly_)
+    if (std::optional<Spec> untuned = untunedSpec(spec))
+      if (KernelLookup twin = kernel(*untuned))
+        return twin;
   return found;
 }
 
@@ -133,23 +142,9 @@ KernelLookup Runtime::build(const Spec &spec) {
   const BundleEntry *aot = nullptr;
   for (size_t i = 0; !aot && i < archs.size(); ++i)
     aot = findBundledKernel(spec.str(), archs[i]);
-  // Whether a bundle holds `s` (a decode spec: with any tile_q).
-  auto bundled = [&](const Spec &s) {
-    const bool decode = s.mode == Mode::Decode;
-    Spec t = s;
-    for (const std::string &arch : archs)
-      for (int64_t q = decode ? 1 : s.tile_q; q <= (decode ? 16 : s.tile_q); ++q) {
-        t.tile_q = q;
-        if (findBundledKernel(t.str(), arch))
-          return true;
-      }
-    return false;
-  };
-  // Tiles a tuning table on this machine gave the spec, where no bundle holds
-  // them: the spec with the built-in tiles, which a bundle built without the
-  // table holds.
-  const std::optional<Spec> untuned = aot ? std::nullopt : untunedSpec(spec);
   auto notBundled = [&] {
+    // (kernel() then tries the spec of the built-in tiles.)
+    const std::optional<Spec> untuned = untunedSpec(spec);
     out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
                 (archs.size() > 1 ? " or sm_80" : "") +
                 (spec.mode == Mode::Decode ? ", with this or any other tile_q" : "") +
@@ -176,15 +171,6 @@ KernelLookup Runtime::build(const Spec &spec) {
         if (t != spec.tile_q && findBundledKernel(sibling.str(), arch))
           return kernel(sibling);
       }
-  }
-  // A bundle loaded into the process is the application's choice of kernels:
-  // a spec whose tiles only a tuning table changed takes the bundle's
-  // built-in ones rather than a compile (or, in AOT-only mode, an error).
-  // (`attnc aot` leaves the table out: a bundle's spec lines give tuned tiles.)
-  if (untuned && bundled(*untuned))
-    return kernel(*untuned);
-  if (!aot && spec.mode == Mode::Decode) {
-    Spec sibling = spec;
     if (spec.tile_q != 1) {
       sibling.tile_q = 1;
       KernelLookup one = kernel(sibling);

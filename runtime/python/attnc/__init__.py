@@ -315,10 +315,11 @@ def load_bundle(path):
 
     A call finds a bundled kernel by its spec: a bundle built from specs that
     leave their tiles open holds the built-in tiles. A tuning table on this
-    machine (``attnc tune``, $ATTNC_TUNING_FILE) gives calls tuned ones; where
-    no bundle holds those, the bundle's kernel of the built-in tiles serves
-    the call (Kernel.spec says which). A bundle holds tuned tiles where its
-    spec lines give them (``attnc aot`` leaves the table out)."""
+    machine (``attnc tune``, $ATTNC_TUNING_FILE) gives calls tuned ones: with
+    JIT on they are compiled; in AOT-only mode (set_aot_only) where no bundle
+    holds them, the bundle's kernel of the built-in tiles serves the call
+    (Kernel.spec says which). A bundle holds tuned tiles where its spec lines
+    give them (``attnc aot`` leaves the table out)."""
     raw = _folder("path", path)
     if raw is None:
         raise AttncError(f"path = {path!r}: expected a folder's path")
