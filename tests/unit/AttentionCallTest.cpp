@@ -22,6 +22,16 @@ AttentionCall pagedDecode() {
   c.max_kv_len = 1024;
   return c;
 }
+
+/// A Llama-like layer's shape: head_dim 128, 32 query heads over 8 KV heads.
+AttentionShape llamaShape(int64_t maxQLen) {
+  AttentionShape s;
+  s.head_dim = 128;
+  s.num_q_heads = 32;
+  s.num_kv_heads = 8;
+  s.max_q_len = maxQLen;
+  return s;
+}
 } // namespace
 
 TEST_CASE("a call's tensors give the spec: paged decode, contiguous prefill", "[attention]") {
@@ -104,11 +114,7 @@ TEST_CASE("a few query tokens over a contiguous cache take the decode kernels", 
 
 TEST_CASE("attnc's decode choice yields to prefill tiles and to a tile_kv decode cannot hold",
           "[attention]") {
-  AttentionShape s;
-  s.head_dim = 128;
-  s.num_q_heads = 32;
-  s.num_kv_heads = 8;
-  s.max_q_len = 2;
+  AttentionShape s = llamaShape(2);
   std::string error;
   auto mode = [&](const AttentionShape &shape) {
     const std::optional<Spec> spec = attentionSpec(shape, Target::SM90a, error);
@@ -145,11 +151,7 @@ TEST_CASE("attnc's decode choice yields to prefill tiles and to a tile_kv decode
 
 TEST_CASE("a split count asked of a call that takes a prefill kernel is refused, not dropped",
           "[attention]") {
-  AttentionShape s;
-  s.head_dim = 128;
-  s.num_q_heads = 32;
-  s.num_kv_heads = 8;
-  s.max_q_len = 1;
+  AttentionShape s = llamaShape(1);
   s.split_kv = 4;
   std::string error;
   const std::optional<Spec> decode = attentionSpec(s, Target::SM90a, error);
