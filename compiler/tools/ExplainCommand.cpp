@@ -119,6 +119,18 @@ double keysRead(const Spec &spec, int64_t tileQ, int64_t qLen, int64_t n) {
 int64_t scoreBytes(const Spec &spec) { return spec.dtype == DType::F64 ? 8 : 4; }
 std::string scoreType(const Spec &spec) { return scoreBytes(spec) == 8 ? "f64" : "fp32"; }
 
+/// What the tables leave out of a paged cache, said under the model.
+void pagingNote(const Spec &spec) {
+  if (!spec.isPaged())
+    return;
+  llvm::outs() << "  page_size = " << spec.page_size
+               << ": the table counts K and V as if contiguous. It leaves out the kernel's "
+                  "block-table reads (one 4-byte entry per page of "
+               << counted(spec.page_size, "key")
+               << ") and the textbook's gather of the pages into contiguous K and V (attn."
+                  "gather_pages: 2Nd read and 2Nd written)\n";
+}
+
 /// The decode model: one KV head, its gqa query heads, tile_q query tokens
 /// each (one, or a few under speculative decoding).
 void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
@@ -156,6 +168,7 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                << "\n"
                << "  textbook peak scratch: S and P, " << tt << "N " << st << " per query head (in place: "
                << gN << ")\n";
+  pagingNote(spec);
   if (spec.isGPU())
     llvm::outs() << "  kernel peak scratch:   s thread blocks (one per split; s = " << s
                  << (fixedSplits ? "" : " in the table") << "), each the group's query rows + "
@@ -180,8 +193,11 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
     llvm::outs() << "  sm_90a: a launch whose splits' thread blocks all fit on the GPU at once "
                     "merges 2 to 8 splits (16 on a GPU that allows such clusters) inside a "
                     "thread-block cluster, through distributed shared memory: no partial state "
-                    "reaches HBM. The table counts the merge kernel's traffic, the most a split "
-                    "launch makes.\n";
+                    "reaches HBM."
+                 << (fixedSplits ? " The table counts the merge kernel's traffic, the most a "
+                                   "split launch makes."
+                                 : "")
+                 << "\n";
   if (!fixedSplits)
     llvm::outs() << "  split_kv = auto: "
                  << (spec.isGPU() ? "the split count is chosen at launch from the batch, the KV "
@@ -359,7 +375,9 @@ int explain(const ExplainOptions &o) {
     std::istringstream in(o.lengths);
     std::string item;
     while (std::getline(in, item, ',')) {
-      // Digits only: strtoll would take a sign and leading spaces.
+      // Spaces around an item, as a spec takes them; then digits only
+      // (strtoll would take a sign).
+      item = llvm::StringRef(item).trim(" \t").str();
       const bool digits = !item.empty() && item.size() <= 8 &&
                           llvm::all_of(item, [](char c) { return llvm::isDigit(c); });
       const long long n = digits ? std::strtoll(item.c_str(), nullptr, 10) : 0;
@@ -388,6 +406,9 @@ int explain(const ExplainOptions &o) {
   // GPU blocks keep kvStages K/V tiles in shared memory; the CPU kernel
   // loads one K and one V tile per step (it has no stages).
   const int64_t br = spec.tile_q, bc = spec.tile_kv, stages = spec.isGPU() ? kvStages(spec) : 1;
+  // The CPU kernel's tiles hold the group's query heads: gqa x tile_q rows.
+  const int64_t rows = spec.isGPU() ? br : br * spec.gqa;
+  const std::string rowsText = rows == br ? "tile_q" : "gqa tile_q";
   const int64_t sb = scoreBytes(spec);
   const std::string st = scoreType(spec);
   llvm::outs() << "spec " << spec.str() << "\n\n"
@@ -411,6 +432,7 @@ int explain(const ExplainOptions &o) {
                            "(gqa x tile_q rows) and reads each K and V tile once for them: per "
                            "query head, 1/gqa of the K and V traffic counted")
                  << (o.measure ? "; the measurement below runs one head (gqa = 1)" : "") << "\n";
+  pagingNote(spec);
   // A GPU block's scratch is its shared memory (the scores stay in
   // registers); the CPU kernel keeps its score tile in memory too.
   if (spec.isGPU())
@@ -418,21 +440,23 @@ int explain(const ExplainOptions &o) {
                     "prints it): the Q tile + "
                  << counted(stages, "stage") << " of K and V tiles; the score tile stays in registers\n\n";
   else
-    llvm::outs() << "  kernel peak scratch:   the Q tile + a K and a V tile, (tile_q + 2 tile_kv) "
-                    "d elements, + the tiles of the step: one score tile (tile_q tile_kv "
-                 << st << ": S, then scaled, masked and turned into P in place, as the CPU "
-                    "lowering writes them) and 1 to 2 accumulators "
-                 << "(acc, acc_new: tile_q d " << st << ")\n\n";
+    llvm::outs() << "  kernel peak scratch:   the Q tile + a K and a V tile, (" << rowsText
+                 << " + 2 tile_kv) d elements, + the tiles of the step: one score tile ("
+                 << rowsText << " tile_kv " << st
+                 << ": S, then scaled, masked and turned into P in place, as the CPU "
+                    "lowering writes them) and 1 to 3 tiles of "
+                 << rowsText << " d " << st
+                 << " (acc, acc_new, and at the end the normalised output)\n\n";
   llvm::outs() << llvm::format("%8s %14s %14s %16s %16s\n", "N", "textbook HBM", "kernel HBM",
                                "textbook scratch", "kernel scratch");
   // The CPU's scratch as a range: its tiles and one score tile, with the
-  // fewest and the most accumulators live at once.
-  const double tiles = double(br + 2 * stages * bc) * d * b, score = double(br) * bc * sb,
-               accumulator = double(br) * d * sb;
+  // fewest and the most tiles of the accumulator's shape live at once.
+  const double tiles = double(rows + 2 * stages * bc) * d * b, score = double(rows) * bc * sb,
+               accumulator = double(rows) * d * sb;
   const std::string kernelScratch =
       spec.isGPU() ? bytes(sharedMemoryBytes(spec))
                    : bytes(tiles + score + accumulator) + " - " +
-                         bytes(tiles + score + 2 * accumulator);
+                         bytes(tiles + score + 3 * accumulator);
   // The CPU kernel's K and V reads serve the group's query heads at once.
   const double kvShare = spec.isGPU() ? 1.0 : 1.0 / double(spec.gqa);
   for (int64_t n : lengths) {
