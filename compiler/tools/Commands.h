@@ -31,6 +31,7 @@ struct TraceOptions {
   std::string spec;
   int64_t kvLen = 16, row = -1;
   std::optional<uint64_t> seed;
+  std::string saveInputs; ///< a folder for q.npy, k.npy, v.npy and the row's o.npy; "": none
 };
 int trace(const TraceOptions &options);
 

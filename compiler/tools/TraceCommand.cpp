@@ -9,14 +9,31 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "Npy.h"
 
 #include "attnc/CpuBackend.h"
 #include "reference/Harness.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
+
 namespace attn::cli {
+
+namespace {
+/// An f64 array of `shape` for a .npy file.
+npy::Array f64Array(std::vector<int64_t> shape, const std::vector<double> &values) {
+  npy::Array a;
+  a.kind = npy::Kind::F64;
+  a.shape = std::move(shape);
+  a.bytes.resize(values.size() * sizeof(double));
+  if (!values.empty())
+    std::memcpy(a.bytes.data(), values.data(), a.bytes.size());
+  return a;
+}
+} // namespace
 
 int trace(const TraceOptions &o) {
   // A spec that names a GPU target is refused as such, before the defaults
@@ -26,6 +43,24 @@ int trace(const TraceOptions &o) {
     llvm::errs() << "attnc trace: the spec says target = " << *target
                  << ", but traces run on the CPU (target = cpu)\n";
     return 1;
+  }
+  // --save-inputs: a folder that is there (as for every output of attnc), whose
+  // files can be written, said before anything runs.
+  const char *const saved[] = {"q.npy", "k.npy", "v.npy", "o.npy"};
+  if (!o.saveInputs.empty()) {
+    if (!llvm::sys::fs::is_directory(o.saveInputs)) {
+      llvm::errs() << "attnc trace: --save-inputs " << o.saveInputs
+                   << (llvm::sys::fs::exists(o.saveInputs) ? " is not a folder"
+                                                           : " does not exist")
+                   << "\n";
+      return 1;
+    }
+    for (const char *name : saved)
+      if (std::string why = npy::writable(o.saveInputs + "/" + name); !why.empty()) {
+        llvm::errs() << "attnc trace: --save-inputs " << o.saveInputs << "/" << name << ": "
+                     << why << "\n";
+        return 1;
+      }
   }
   if (o.row < -1) {
     llvm::errs() << "attnc trace: --row " << o.row
@@ -272,6 +307,29 @@ int trace(const TraceOptions &o) {
     diff = std::max(diff, std::fabs(out[row * d + x] - (l > 0 ? acc[x] / l : 0.0)));
   llvm::outs() << "\nthe generated kernel's output for this row differs from acc / l above by "
                << llvm::format("%.3g", diff) << "\n";
+  if (!o.saveInputs.empty()) {
+    // The traced head's inputs in key order (through the block table when
+    // paged), and the kernel's output for the row.
+    std::vector<double> q(s.q.begin(), s.q.begin() + qLen * d), k(n * d), v(n * d),
+        rowOut(out.begin() + row * d, out.begin() + (row + 1) * d);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t x = 0; x < d; ++x) {
+        k[t * d + x] = key(t, x);
+        v[t * d + x] = value(t, x);
+      }
+    const npy::Array arrays[] = {f64Array({qLen, d}, q), f64Array({n, d}, k),
+                                 f64Array({n, d}, v), f64Array({d}, rowOut)};
+    std::string error;
+    for (size_t i = 0; i < 4; ++i)
+      if (!npy::write(o.saveInputs + "/" + saved[i], arrays[i], error)) {
+        llvm::errs() << "attnc trace: " << error << "\n";
+        return 1;
+      }
+    llvm::outs() << "inputs written to " << o.saveInputs << ": q.npy [" << qLen << ", " << d
+                 << "] (the traced row is q[" << row << "]), k.npy and v.npy [" << n << ", " << d
+                 << "], o.npy [" << d << "] (the kernel's output for the row); scale 1/sqrt(d) = "
+                 << llvm::format("%.17g", scale) << "\n";
+  }
   if (spec->return_lse) {
     // lse = log sum_j exp(s_j) = m + log l: -inf for a row that saw no key.
     const double lseTrace = l > 0 ? m + std::log(l) : -inf;

@@ -165,6 +165,14 @@ static Integer<long long> traceKVLen("kv-len",
 static Integer<long long> traceRow("row",
                                    cl::desc("Query row to follow, from 0 (default -1: the last)"),
                                    cl::init(-1), cl::sub(traceCmd), cl::cat(attncCategory));
+static cl::opt<std::string> traceSave("save-inputs",
+                                      cl::desc("Write the traced head's inputs to <folder> as "
+                                               "f64 .npy files (q.npy [q_len, d], k.npy and "
+                                               "v.npy [kv_len, d] in key order) and the "
+                                               "kernel's output row (o.npy [d]), to check "
+                                               "the trace with numpy"),
+                                      cl::value_desc("folder"), cl::sub(traceCmd),
+                                      cl::cat(attncCategory));
 
 // attnc explain
 static cl::opt<std::string> explainLengths("lengths",
@@ -620,6 +628,7 @@ static int runCommand() {
     o.kvLen = traceKVLen;
     o.row = traceRow;
     o.seed = given(runSeed);
+    o.saveInputs = traceSave;
     return attn::cli::trace(o);
   }
   if (explainCmd) {
