@@ -10,7 +10,9 @@
 #define ATTNC_TOOLS_NPY_H
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace attn::npy {
@@ -29,6 +31,19 @@ const char *kindName(Kind k); ///< float32, float64, int32
 
 /// Reads `path`; on failure returns false and sets `error`.
 bool read(const std::string &path, Array &out, std::string &error);
+/// An f32 or f64 array of `shape` holding `values` (C order), for write().
+template <typename T>
+Array arrayOf(std::vector<int64_t> shape, const std::vector<T> &values) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  Array a;
+  a.kind = std::is_same_v<T, double> ? Kind::F64 : Kind::F32;
+  a.shape = std::move(shape);
+  a.bytes.resize(values.size() * sizeof(T));
+  if (!values.empty())
+    std::memcpy(a.bytes.data(), values.data(), a.bytes.size());
+  return a;
+}
+
 /// Writes `array` to `path`: through a temporary file renamed into place, or
 /// straight into `path` where it is not a regular file (writesThrough).
 bool write(const std::string &path, const Array &array, std::string &error);

@@ -512,11 +512,7 @@ bool saveOutputs(const RunOptions &o, const harness::Batch<T> &batch, size_t i,
   for (Target &t : targets)
     t.through = npy::writesThrough(t.path);
   auto save = [&](const Target &t) {
-    npy::Array a;
-    a.kind = std::is_same_v<T, double> ? npy::Kind::F64 : npy::Kind::F32;
-    a.shape = t.shape;
-    a.bytes.resize(t.data->size() * sizeof(T));
-    std::memcpy(a.bytes.data(), t.data->data(), a.bytes.size());
+    const npy::Array a = npy::arrayOf(t.shape, *t.data);
     const std::string file = t.through ? t.path : t.path + kPending;
     if (npy::write(file, a, error))
       return true;

@@ -18,22 +18,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstring>
-
 namespace attn::cli {
-
-namespace {
-/// An f64 array of `shape` for a .npy file.
-npy::Array f64Array(std::vector<int64_t> shape, const std::vector<double> &values) {
-  npy::Array a;
-  a.kind = npy::Kind::F64;
-  a.shape = std::move(shape);
-  a.bytes.resize(values.size() * sizeof(double));
-  if (!values.empty())
-    std::memcpy(a.bytes.data(), values.data(), a.bytes.size());
-  return a;
-}
-} // namespace
 
 int trace(const TraceOptions &o) {
   // A spec that names a GPU target is refused as such, before the defaults
@@ -317,8 +302,8 @@ int trace(const TraceOptions &o) {
         k[t * d + x] = key(t, x);
         v[t * d + x] = value(t, x);
       }
-    const npy::Array arrays[] = {f64Array({qLen, d}, q), f64Array({n, d}, k),
-                                 f64Array({n, d}, v), f64Array({d}, rowOut)};
+    const npy::Array arrays[] = {npy::arrayOf({qLen, d}, q), npy::arrayOf({n, d}, k),
+                                 npy::arrayOf({n, d}, v), npy::arrayOf({d}, rowOut)};
     std::string error;
     for (size_t i = 0; i < 4; ++i)
       if (!npy::write(o.saveInputs + "/" + saved[i], arrays[i], error)) {
