@@ -16,6 +16,7 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace attn::cli {
@@ -29,23 +30,30 @@ int trace(const TraceOptions &o) {
                  << ", but traces run on the CPU (target = cpu)\n";
     return 1;
   }
-  // --save-inputs: a folder that is there (as for every output of attnc), whose
-  // files can be written, said before anything runs.
+  // --save-inputs: a folder, made at the end if it is not there yet (its
+  // parent must be), whose files can be written, said before anything runs.
   const char *const saved[] = {"q.npy", "k.npy", "v.npy", "o.npy"};
+  bool makeFolder = false;
   if (!o.saveInputs.empty()) {
-    if (!llvm::sys::fs::is_directory(o.saveInputs)) {
-      llvm::errs() << "attnc trace: --save-inputs " << o.saveInputs
-                   << (llvm::sys::fs::exists(o.saveInputs) ? " is not a folder"
-                                                           : " does not exist")
-                   << "\n";
+    auto refuse = [&](const std::string &what) {
+      llvm::errs() << "attnc trace: --save-inputs " << what << "\n";
       return 1;
+    };
+    if (!llvm::sys::fs::exists(o.saveInputs)) {
+      llvm::StringRef parent = llvm::sys::path::parent_path(o.saveInputs);
+      if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+        return refuse(o.saveInputs + ": its folder " + parent.str() +
+                      (llvm::sys::fs::exists(parent) ? " is not a folder" : " does not exist"));
+      if (std::string why = npy::writable(o.saveInputs); !why.empty())
+        return refuse(o.saveInputs + ": " + why);
+      makeFolder = true;
+    } else if (!llvm::sys::fs::is_directory(o.saveInputs)) {
+      return refuse(o.saveInputs + " is not a folder");
+    } else {
+      for (const char *name : saved)
+        if (std::string why = npy::writable(o.saveInputs + "/" + name); !why.empty())
+          return refuse(o.saveInputs + "/" + name + ": " + why);
     }
-    for (const char *name : saved)
-      if (std::string why = npy::writable(o.saveInputs + "/" + name); !why.empty()) {
-        llvm::errs() << "attnc trace: --save-inputs " << o.saveInputs << "/" << name << ": "
-                     << why << "\n";
-        return 1;
-      }
   }
   if (o.row < -1) {
     llvm::errs() << "attnc trace: --row " << o.row
@@ -305,6 +313,11 @@ int trace(const TraceOptions &o) {
     const npy::Array arrays[] = {npy::arrayOf({qLen, d}, q), npy::arrayOf({n, d}, k),
                                  npy::arrayOf({n, d}, v), npy::arrayOf({d}, rowOut)};
     std::string error;
+    if (makeFolder)
+      if (std::error_code ec = llvm::sys::fs::create_directory(o.saveInputs)) {
+        llvm::errs() << "attnc trace: cannot make " << o.saveInputs << ": " << ec.message() << "\n";
+        return 1;
+      }
     for (size_t i = 0; i < 4; ++i)
       if (!npy::write(o.saveInputs + "/" + saved[i], arrays[i], error)) {
         llvm::errs() << "attnc trace: " << error << "\n";

@@ -51,7 +51,7 @@ static cl::SubCommand traceCmd("trace", "Follow one query row through the online
                                         "unset fields: target=cpu, dtype=f64, head_dim=32, "
                                         "tile_q=1, tile_kv=4 (small, so there are tiles to watch)");
 static cl::SubCommand cacheCmd("cache", "List or empty the kernel cache: attnc cache list|clear");
-static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list | clear"), cl::init("list"),
+static cl::opt<std::string> cacheAction(cl::Positional, cl::desc("list (the default) | clear"), cl::init("list"),
                                         cl::sub(cacheCmd), cl::cat(attncCategory));
 static cl::SubCommand explainCmd("explain", "HBM traffic and scratch memory: textbook "
                                             "attention vs the generated kernel");
@@ -166,7 +166,8 @@ static Integer<long long> traceRow("row",
                                    cl::desc("Query row to follow, from 0 (default -1: the last)"),
                                    cl::init(-1), cl::sub(traceCmd), cl::cat(attncCategory));
 static cl::opt<std::string> traceSave("save-inputs",
-                                      cl::desc("Write the traced head's inputs to <folder> as "
+                                      cl::desc("Write the traced head's inputs to <folder> (made "
+                                               "if missing) as "
                                                "f64 .npy files (q.npy [q_len, d], k.npy and "
                                                "v.npy [kv_len, d] in key order) and the "
                                                "kernel's output row (o.npy [d]), to check "
@@ -592,7 +593,7 @@ static int runCommand() {
   // A file or folder flag given as '' names nothing: refused, not read as unset.
   for (cl::opt<std::string> *path : {&runQ, &runK, &runV, &runBlockTable, &runOut, &runLse,
                                      &outputFile, &aotSpecs, &aotOutput, &aotVerify, &aotName,
-                                     &tuneFile, &tuneCandidates})
+                                     &tuneFile, &tuneCandidates, &traceSave})
     if (path->getNumOccurrences() && path->empty()) {
       llvm::errs() << errorPrefix() << flagName(path->ArgStr) << " is empty: it needs a "
                    << (path->ValueStr.empty() ? "value" : path->ValueStr) << "\n";

@@ -131,6 +131,12 @@ def main():
     parser.add_argument("bundle", help="the bundle folder `attnc aot --specs "
                         "examples/aot/app-specs.txt -o DIR` wrote")
     args = parser.parse_args()
+    # Loading needs no GPU: a folder that does not load is said first.
+    try:
+        n = attnc.load_bundle(args.bundle)
+    except attnc.AttncError as e:
+        print(f"aot_serving: {e}", file=sys.stderr)
+        return 2
     try:
         import torch
     except ImportError:
@@ -139,11 +145,6 @@ def main():
     if not torch.cuda.is_available():
         print("skipped: no GPU here", file=sys.stderr)
         return SKIP
-    try:
-        n = attnc.load_bundle(args.bundle)
-    except attnc.AttncError as e:
-        print(f"aot_serving: {e}", file=sys.stderr)
-        return 2
     print(f"{n} kernels registered from {args.bundle} "
           f"({torch.cuda.get_device_name()}, {attnc.version()})")
     attnc.set_aot_only(True)

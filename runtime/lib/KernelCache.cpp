@@ -94,10 +94,11 @@ std::string KernelCache::defaultDirectory() {
   // The XDG rule: a relative XDG_CACHE_HOME is ignored.
   if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x == '/')
     return std::string(x) + "/attnc";
-  if (const char *home = std::getenv("HOME"); home && *home)
+  // A relative HOME would put the cache under whatever the current folder is.
+  if (const char *home = std::getenv("HOME"); home && *home == '/')
     return std::string(home) + "/.cache/attnc";
-  // No HOME (a service, a container): the user's home from the password
-  // database; never a shared folder such as /tmp, whose cubins anyone could
+  // No HOME, or a relative one (a service, a container): the user's home from
+  // the password database; never a shared folder such as /tmp, whose cubins anyone could
   // have put there.
   if (const passwd *pw = getpwuid(getuid()); pw && pw->pw_dir && *pw->pw_dir == '/')
     return std::string(pw->pw_dir) + "/.cache/attnc";
