@@ -174,9 +174,33 @@ std::string KernelCache::key(const std::string &source, const std::string &prefi
 std::string KernelCache::path(const std::string &key) const { return dir_ + "/" + key + ".cubin"; }
 
 bool KernelCache::readEntry(const std::string &key, bool pairProgram, CudaBinary &out) const {
-  std::ifstream in(path(key), std::ios::binary);
-  if (!in)
+  // Only a regular file, not through a link: a pipe planted in the folder
+  // would block the open, and /dev/zero would be read without end. Read whole
+  // (an entry is a header and at most two cubins of up to 1 GiB each).
+  const int fd = open(path(key).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return false;
+  std::string contents;
+  struct stat st;
+  bool readable = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+                  st.st_size <= (2ll << 30) + (1 << 16);
+  if (readable) {
+    contents.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < contents.size()) {
+      const ssize_t n = ::read(fd, contents.data() + done, contents.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      done += static_cast<size_t>(n);
+    }
+    readable = done == contents.size();
+  }
+  close(fd);
+  if (!readable)
+    return false;
+  std::istringstream in(std::move(contents));
   std::string magic, keyLine, sum, pairSum;
   long long bytes = -1, pairBytes = 0;
   int registers = -1, spillStores = -1, spillLoads = -1;
@@ -231,25 +255,45 @@ void KernelCache::writeEntry(const std::string &key, const CudaBinary &b) {
   tmpName << dir_ << "/." << key << ".tmp." << getpid() << "."
           << std::hash<std::thread::id>()(std::this_thread::get_id());
   const std::string tmp = tmpName.str();
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kMagic << "\nkey " << key << "\nbytes " << b.cubin.size() << "\nchecksum "
-        << checksum(b.cubin);
-    if (!b.pairCubin.empty())
-      out << "\npair_bytes " << b.pairCubin.size() << "\npair_checksum " << checksum(b.pairCubin);
-    out << "\nptxas " << b.registers << " " << b.spillStoreBytes << " " << b.spillLoadBytes
-        << "\n\n";
-    out.write(b.cubin.data(), static_cast<std::streamsize>(b.cubin.size()));
-    out.write(b.pairCubin.data(), static_cast<std::streamsize>(b.pairCubin.size()));
-    if (out.flush())
-      out.close();
-    if (!out) {
-      warn("attnc: cannot write the kernel cache entry " + path(key) + " (" +
-           std::strerror(errno) + "): compiled kernels stay in memory only");
-      onDisk_ = false;
-      std::remove(tmp.c_str());
-      return;
+  std::ostringstream header;
+  header << kMagic << "\nkey " << key << "\nbytes " << b.cubin.size() << "\nchecksum "
+         << checksum(b.cubin);
+  if (!b.pairCubin.empty())
+    header << "\npair_bytes " << b.pairCubin.size() << "\npair_checksum " << checksum(b.pairCubin);
+  header << "\nptxas " << b.registers << " " << b.spillStoreBytes << " " << b.spillLoadBytes
+         << "\n\n";
+  // A file of our own: never through a link or into a file that is there (a
+  // name left by a writer that died is removed first; removing a link leaves
+  // what it names alone).
+  auto create = [&] {
+    return open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  };
+  int fd = create();
+  if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0)
+    fd = create();
+  bool written = fd >= 0;
+  const std::string head = header.str();
+  for (const auto &[data, size] : {std::pair<const char *, size_t>{head.data(), head.size()},
+                                   {b.cubin.data(), b.cubin.size()},
+                                   {b.pairCubin.data(), b.pairCubin.size()}})
+    for (size_t done = 0; written && done < size;) {
+      const ssize_t n = ::write(fd, data + done, size - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      written = n > 0;
+      if (written)
+        done += static_cast<size_t>(n);
     }
+  const int writeErrno = errno;
+  if (fd >= 0 && close(fd) != 0)
+    written = false;
+  if (!written) {
+    warn("attnc: cannot write the kernel cache entry " + path(key) + " (" +
+         std::strerror(writeErrno) + "): compiled kernels stay in memory only");
+    onDisk_ = false;
+    if (fd >= 0)
+      std::remove(tmp.c_str());
+    return;
   }
   // Readers see the old entry or the new one, never half of one.
   if (std::rename(tmp.c_str(), path(key).c_str()) != 0)
@@ -268,7 +312,7 @@ CacheLookup KernelCache::loadOrCompile(const std::string &source, const std::str
   int lockFd = -1;
   if (onDisk_) {
     // One compile across processes: lock the entry, then look again.
-    lockFd = open((path(key) + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+    lockFd = open((path(key) + ".lock").c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (lockFd >= 0)
       flock(lockFd, LOCK_EX);
     if (readEntry(key, options.pairProgram, *bin)) {

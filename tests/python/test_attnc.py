@@ -354,6 +354,45 @@ class TestArgumentTypes(unittest.TestCase):
             attnc.Runtime.kernel(held, 5)
         self.assertIn("spec = 5: expected a string", str(e.exception))
 
+    def test_numpy_bools_and_floats_are_not_numbers_or_flags(self):
+        class NumpyBool:  # as numpy.bool_: an __index__, and a dtype of kind "b"
+            dtype = types.SimpleNamespace(kind="b")
+
+            def __index__(self):
+                return 1
+
+            def __bool__(self):
+                return True
+
+            def __repr__(self):
+                return "True"
+
+        for call, message in [
+                (lambda: attnc.PageAllocator(NumpyBool(), 1),
+                 "num_pages = True: expected an integer, not a bool"),
+                (lambda: attnc.spec_for("f16", 128, 8, 8, target="sm_90a", page_size=NumpyBool()),
+                 "page_size = True: expected an integer, not a bool"),
+                (lambda: attnc.spec_for("f16", 128, 8, 8, target="sm_90a", causal=1.0),
+                 "causal = 1.0: expected True or False"),
+                (lambda: attnc.spec_for("f16", 128, 8, 8, target="sm_90a", causal=2),
+                 "causal = 2: expected True or False")]:
+            with self.assertRaises(attnc.AttncError) as e:
+                call()
+            self.assertIn(message, str(e.exception))
+        # numpy's bool and the integers 0 / 1 are yes / no.
+        for yes in (True, 1, NumpyBool()):
+            self.assertIn("mask=causal", attnc.spec_for("f16", 128, 8, 8, target="sm_90a",
+                                                         causal=yes))
+
+    def test_prepare_counts_its_threads(self):
+        held = types.SimpleNamespace(_kernels={}, _handle=None)
+        for threads, message in [(1.5, "threads = 1.5: expected an integer"),
+                                 (-1, "threads = -1 must be >= 0"),
+                                 (1 << 40, f"threads = {1 << 40} must be <= {(1 << 32) - 1}")]:
+            with self.assertRaises(attnc.AttncError) as e:
+                attnc.Runtime.prepare(held, ["mode=prefill"], threads)
+            self.assertIn(message, str(e.exception))
+
     def test_strings_and_numbers_are_checked(self):
         with self.assertRaises(attnc.AttncError) as e:
             attnc.canonical_spec(None)
@@ -698,6 +737,31 @@ class TestPlanChecksWhatItLaunches(unittest.TestCase):
             with self.assertRaises(attnc.AttncError) as e:
                 attnc.attention(*tensors, stream=handle, **args)
             self.assertIn(f"stream = {handle}: expected a CUDA stream handle", str(e.exception))
+
+    def test_a_kernel_checks_its_own_stream_and_arguments(self):
+        # Kernel.launch and check_arguments are public: they refuse what ctypes
+        # would truncate (2^64 + 5 as stream 5) or raise a raw TypeError on.
+        held = types.SimpleNamespace(_handle=None)
+        for method in (attnc.Kernel.launch, attnc.Kernel.check_arguments):
+            for handle in (-1, (1 << 64) + 5, "x", True):
+                with self.assertRaises(attnc.AttncError) as e:
+                    method(held, attnc._Args(), handle)
+                self.assertIn(f"stream = {handle!r}: expected a CUDA stream handle",
+                              str(e.exception))
+            with self.assertRaises(attnc.AttncError) as e:
+                method(held, "args", 0)
+            self.assertIn("args = 'args': expected the launch arguments of a Plan",
+                          str(e.exception))
+
+    def test_yes_no_arguments_and_an_lse_nobody_writes(self):
+        tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED,), "|u1"))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.plan(*tensors, check_arguments="no", **args)
+        self.assertIn("check_arguments = 'no': expected True or False", str(e.exception))
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.plan(*tensors, lse=FakeCudaArray((2, 8), "<f4"), **args)
+        self.assertIn("lse is given but return_lse is False", str(e.exception))
+        self.assertEqual(self.kernel.launched, [])
 
     def test_a_plan_keeps_the_callers_tensors(self):
         tensors, args = self.decode_args(workspace=FakeCudaArray((self.NEED,), "|u1"))

@@ -78,7 +78,7 @@ const attn::BundleRegistration seventh("reshaped", reshaped, 1);
 const attn::BundleRegistration eighth("unsaid", unsaid, 1);
 } // namespace
 
-TEST_CASE("bundles register their kernels at start-up; the first one registered wins",
+TEST_CASE("bundles register their kernels at start-up, and the first one registered wins",
           "[bundle]") {
   CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
   CHECK(attn::bundledKernels().size() == 3);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -140,7 +141,45 @@ TEST_CASE("a truncated entry in the disk cache is rebuilt", "[cache]") {
   CHECK(again.binary->cubin.size() > 1000);
 }
 
-TEST_CASE("a source with a pair kernel keeps both modules, on disk too; a damaged one is rebuilt",
+TEST_CASE("what others put in the cache folder is not followed: pipes, links, planted names",
+          "[cache]") {
+  TempDir dir;
+  const std::string src = probeSource();
+  const std::string key = KernelCache::key(src, "probe", sm90());
+  const std::string entry = dir.path + "/" + key + ".cubin";
+  auto compiledThenOnDisk = [&] {
+    KernelCache cache(dir.path);
+    CacheLookup got = cache.get(src, "probe", sm90());
+    INFO(got.error);
+    REQUIRE(got);
+    CHECK(got.source == CacheSource::Compiled);
+    CHECK(KernelCache(dir.path).get(src, "probe", sm90()).source == CacheSource::Disk);
+  };
+  SECTION("a pipe where the entry goes is not opened (it would block), and is replaced") {
+    REQUIRE(mkfifo(entry.c_str(), 0644) == 0);
+    compiledThenOnDisk();
+  }
+  SECTION("a link to /dev/zero is not read (it would be read without end)") {
+    REQUIRE(symlink("/dev/zero", entry.c_str()) == 0);
+    compiledThenOnDisk();
+  }
+  SECTION("a link at the writer's temporary name, or at the lock's, writes nothing it names") {
+    const std::string victim = dir.path + "/victim", lockVictim = dir.path + "/lock-victim";
+    { std::ofstream(victim) << "keep me"; }
+    std::ostringstream tmp;
+    tmp << dir.path << "/." << key << ".tmp." << getpid() << "."
+        << std::hash<std::thread::id>()(std::this_thread::get_id());
+    REQUIRE(symlink(victim.c_str(), tmp.str().c_str()) == 0);
+    REQUIRE(symlink(lockVictim.c_str(), (entry + ".lock").c_str()) == 0);
+    compiledThenOnDisk();
+    std::ifstream in(victim);
+    std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(kept == "keep me");
+    CHECK(access(lockVictim.c_str(), F_OK) != 0);
+  }
+}
+
+TEST_CASE("a source with a pair kernel keeps both modules, on disk too, and a damaged one is rebuilt",
           "[cache]") {
   // As an emitted decode source: the pair kernel under kPairProgramMacro, the
   // others under #else; two NVRTC programs side by side.

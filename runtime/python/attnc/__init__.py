@@ -210,10 +210,15 @@ def library_path():
     return _lib_path
 
 
+def _is_bool(value):
+    """A bool, Python's or numpy's (numpy.bool_ converts to an int as well)."""
+    return isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", None) == "b"
+
+
 def _int(name, value, lo=0, hi=(1 << 62) - 1, hint=""):
     """`value` as an int in lo..hi: an integer (a numpy integer too), not a bool, a
     float or a string, so that nothing is truncated or wraps on its way to C."""
-    if isinstance(value, bool):
+    if _is_bool(value):
         raise AttncError(f"{name} = {value!r}: expected an integer, not a bool{hint}")
     try:
         v = operator.index(value)
@@ -239,13 +244,39 @@ def _text(name, value):
 
 
 def _flag(name, value):
-    """`value` as a C int for a yes/no argument: a bool (or 0 / 1)."""
+    """`value` as a C int for a yes/no argument: a bool (numpy's too) or the
+    integer 0 / 1; not a float, a string or None."""
+    if _is_bool(value):
+        return int(bool(value))
     try:
-        if value in (True, False):  # 0 and 1 compare equal to False and True
-            return int(value)
-    except (TypeError, ValueError):  # 1+0j compares equal but has no int()
-        pass
+        v = operator.index(value)
+    except TypeError:
+        v = None
+    if v in (0, 1):
+        return v
     raise AttncError(f"{name} = {value!r}: expected True or False")
+
+
+def _args(value):
+    """The launch arguments a Kernel takes: an attnc_args (Plan.args)."""
+    if not isinstance(value, _Args):
+        raise AttncError(f"args = {value!r}: expected the launch arguments of a Plan (Plan.args)")
+    return value
+
+
+def _stream(value):
+    """A CUDA stream as the C API takes it: an int handle (0 .. 2^64 - 1) or an
+    object with .cuda_stream (a torch.cuda.Stream); nothing truncated."""
+    if hasattr(value, "cuda_stream"):  # torch.cuda.Stream
+        value = value.cuda_stream
+    try:
+        handle = None if _is_bool(value) else operator.index(value)
+    except TypeError:
+        handle = None
+    if handle is None or not 0 <= handle < (1 << 64):
+        raise AttncError(f"stream = {value!r}: expected a CUDA stream handle (an int, 0 .. "
+                         "2^64 - 1) or an object with .cuda_stream (a torch.cuda.Stream)")
+    return handle
 
 
 def canonical_spec(spec):
@@ -352,18 +383,22 @@ class Kernel:
 
     def workspace_bytes(self, args):
         n = ctypes.c_uint64()
-        _check(_library().attnc_kernel_workspace_bytes(self._handle, ctypes.byref(args),
+        _check(_library().attnc_kernel_workspace_bytes(self._handle, ctypes.byref(_args(args)),
                                                          ctypes.byref(n)), "workspace size")
         return n.value
 
     def launch(self, args, stream=0):
-        _check(_library().attnc_launch(self._handle, ctypes.byref(args), ctypes.c_void_p(stream)),
-               "launch")
+        """Enqueues the kernel with `args` (an attnc_args, as Plan.args) on
+        `stream` (an int handle or a torch.cuda.Stream)."""
+        stream = _stream(stream)
+        _check(_library().attnc_launch(self._handle, ctypes.byref(_args(args)),
+                                       ctypes.c_void_p(stream)), "launch")
 
     def check_arguments(self, args, stream=0):
         """The opt-in checking mode: synchronises the stream, reads the offsets,
         lengths and block table back and checks them."""
-        _check(_library().attnc_check_arguments(self._handle, ctypes.byref(args),
+        stream = _stream(stream)
+        _check(_library().attnc_check_arguments(self._handle, ctypes.byref(_args(args)),
                                                 ctypes.c_void_p(stream)), "checking the arguments")
 
 
@@ -414,8 +449,9 @@ class Runtime:
         if missing:
             names = (ctypes.c_char_p * len(missing))(*[s.encode() for s in missing])
             handles = (ctypes.c_void_p * len(missing))()
-            _check(_library().attnc_runtime_prepare(self._handle, names, len(missing), threads,
-                                                    handles), "preparing kernels")
+            _check(_library().attnc_runtime_prepare(self._handle, names, len(missing),
+                                                    _int("threads", threads, 0, (1 << 32) - 1), handles),
+                   "preparing kernels")
             for s, h in zip(missing, handles):
                 self._kernels[s] = Kernel(self, ctypes.c_void_p(h))
         return [self._kernels[s] for s in specs]
@@ -790,6 +826,10 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     checking mode (reads the offsets and the block table back) before
     launching. The Plan keeps every tensor given or allocated here alive.
     """
+    check_arguments = _flag("check_arguments", check_arguments)
+    if lse is not None and not _flag("return_lse", return_lse):
+        raise AttncError("lse is given but return_lse is False: nothing would be written to it "
+                         "(pass return_lse=True)")
     torch = _torch()
     # What this call allocates (offsets, out, lse, workspace) is allocated with
     # torch on q's device, and the default stream is torch's: for a q that is
@@ -948,11 +988,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
         keep.append(workspace)
     if stream is None:
         stream = torch.cuda.current_stream(q.device).cuda_stream if torch is not None else 0
-    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
-        stream = stream.cuda_stream
-    if isinstance(stream, bool) or not isinstance(stream, int) or not 0 <= stream < (1 << 64):
-        raise AttncError(f"stream = {stream!r}: expected a CUDA stream handle (an int, 0 .. "
-                         "2^64 - 1) or an object with .cuda_stream (a torch.cuda.Stream)")
+    stream = _stream(stream)
     if check_arguments:
         kernel.check_arguments(a, stream)
     return Plan(kernel, a, out, lse if return_lse else None, keep, stream)
