@@ -99,6 +99,15 @@ struct MemoryLimit {
 };
 MemoryLimit usableMemory();
 
+/// The most scratch the spec's CPU kernel holds while it runs, whatever the
+/// lengths (explain's model at its top): the group's query tile (gqa x tile_q
+/// rows), a K and a V tile, one score tile and three tiles of the
+/// accumulator's shape. Its tiles are whole even for one key.
+double cpuScratchBytes(const Spec &spec);
+/// "" when that scratch fits in half of usableMemory(), else why not (the
+/// compiled kernel would find no memory for its tiles).
+std::string cpuScratchFits(const Spec &spec);
+
 /// A memory field of /proc/self/status ("VmRSS", "VmHWM", "VmSize") in
 /// bytes, or -1 where the file or the field is absent.
 int64_t processMemory(const std::string &field);

@@ -250,6 +250,10 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
   const char *type = std::is_same_v<T, double> ? "f64" : "f32";
   // Both sides compute in T, summing over N keys in different orders.
   const double bound = std::is_same_v<T, double> ? 1e-9 : 1e-4;
+  if (std::string why = cpuScratchFits(cpu); !why.empty()) {
+    llvm::errs() << "attnc explain: not measured: " << why << " (--model-only: the model alone)\n";
+    return 1;
+  }
   auto kernel = CpuKernel::compile(cpu);
   if (!kernel) {
     llvm::errs() << "attnc explain: " << llvm::toString(kernel.takeError()) << "\n";

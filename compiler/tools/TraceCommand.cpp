@@ -89,6 +89,10 @@ int trace(const TraceOptions &o) {
     llvm::errs() << "attnc trace: --kv-len must be in 1..4096\n";
     return 1;
   }
+  if (std::string why = cpuScratchFits(*spec); !why.empty()) {
+    llvm::errs() << "attnc trace: " << why << "\n";
+    return 1;
+  }
   const int64_t n = o.kvLen, d = spec->head_dim, bc = spec->tile_kv;
   // A decode spec's tile_q is its query tokens per sequence (a speculative
   // step's draft tokens): the last tile_q positions of the sequence.
