@@ -60,7 +60,8 @@ struct RefuseStopAfter : public PassWrapper<RefuseStopAfter, OperationPass<>> {
   void runOnOperation() override {
     // Said at the module's location, not on the module op: an op's error
     // would print the whole module after it.
-    mlir::emitError(getOperation()->getLoc()) << "attn-pipeline: stop-after=" << name
+    mlir::emitError(getOperation()->getLoc()) << "attn-pipeline: stop-after="
+                                << (name.empty() ? "(nothing)" : name)
                                 << " is not a pass of the pipeline ("
                                 << llvm::join(pipelinePassNames(), ", ") << ")";
     signalPassFailure();
@@ -75,7 +76,9 @@ void registerAttnPipeline() {
       "attn-pipeline", "The whole attnc pipeline, textbook to tiles",
       [](OpPassManager &pm, const AttnPipelineOptions &options) {
         const std::string &stop = options.stopAfter;
-        if (!stop.empty() && !llvm::is_contained(pipelinePassNames(), stop))
+        // `stop-after=` with no name names no pass either (not the whole pipeline).
+        if ((options.stopAfter.hasValue() || !stop.empty()) &&
+            !llvm::is_contained(pipelinePassNames(), stop))
           pm.addPass(std::make_unique<RefuseStopAfter>(stop));
         else
           buildAttnPipeline(pm, stop);

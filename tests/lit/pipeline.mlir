@@ -1,6 +1,7 @@
 // RUN: attn-opt %s --attn-pipeline | FileCheck %s
 // RUN: attn-opt %s --attn-pipeline=stop-after=attn-safe-init | FileCheck %s --check-prefix=SAFE
 // RUN: not attn-opt %s --attn-pipeline=stop-after=attn-bogus 2>&1 | FileCheck %s --check-prefix=BADSTOP
+// RUN: not attn-opt %s --attn-pipeline=stop-after= 2>&1 | FileCheck %s --check-prefix=EMPTYSTOP
 // RUN: not attn-opt %s --attn-pipeline=foo=1 2>&1 | FileCheck %s --check-prefix=BADOPT
 // A later pass alone on the textbook IR says what must run first.
 // RUN: not attn-opt %s --attn-mask-tiles 2>&1 | FileCheck %s --check-prefix=UNTILED
@@ -17,6 +18,7 @@
 // A name that is no pass of the pipeline, or an option it does not have, is
 // refused and named.
 // BADSTOP: error: attn-pipeline: stop-after=attn-bogus is not a pass of the pipeline (attn-online-softmax, attn-safe-init, attn-mask-tiles, attn-share-kv-heads, attn-page-kv, attn-split-kv)
+// EMPTYSTOP: error: attn-pipeline: stop-after=(nothing) is not a pass of the pipeline (attn-online-softmax,
 // BADSTOP-NOT: see current operation
 // BADOPT: no such option foo
 
