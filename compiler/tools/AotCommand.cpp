@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "Npy.h"
 
 #ifdef ATTNC_HAVE_NVRTC
 #include "attnc/BundleFolder.h"
@@ -27,6 +28,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -64,16 +67,6 @@ std::string identifier(std::string name) {
     if (!std::isalnum(static_cast<unsigned char>(c)))
       c = '_';
   return name;
-}
-
-bool writeFile(const std::string &path, const std::string &bytes, std::string &error) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out.flush()) {
-    error = "cannot write " + path;
-    return false;
-  }
-  return true;
 }
 
 /// The first `n` bytes of a file (fewer if it is shorter or unreadable).
@@ -181,25 +174,36 @@ bool isBundleFolder(const std::string &dir, std::string &why) {
 /// A run stopped while it compiled (Ctrl-C, a killed build) leaves its
 /// temporary folder "<output>.tmp.<pid>" beside the output. Such folders of
 /// processes that are gone, holding only the bundle's files, are removed.
+/// A run stopped between moving the old bundle aside and putting the new one
+/// in place leaves the old one as "<output>.old.<pid>": never removed here,
+/// but said, so that it can be moved back.
 void removeStoppedRunsFolders(const std::string &output) {
   llvm::StringRef parent = llvm::sys::path::parent_path(output);
   const std::string folder = parent.empty() ? "." : parent.str();
-  const std::string prefix = llvm::sys::path::filename(output).str() + ".tmp.";
+  const std::string base = llvm::sys::path::filename(output).str();
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(folder, ec), end; it != end && !ec; it.increment(ec)) {
     const std::string name = llvm::sys::path::filename(it->path()).str();
-    if (name.rfind(prefix, 0) != 0)
+    const bool temporary = name.rfind(base + ".tmp.", 0) == 0,
+               old = name.rfind(base + ".old.", 0) == 0;
+    if (!temporary && !old)
       continue;
-    const std::string digits = name.substr(prefix.size());
+    const std::string digits = name.substr(base.size() + 5);
     if (digits.empty() || digits.size() > 9 ||
         digits.find_first_not_of("0123456789") != std::string::npos)
       continue;
     const pid_t pid = static_cast<pid_t>(std::stol(digits));
     std::string why;
-    if (pid == getpid() || !processGone(pid) ||
-        !llvm::sys::fs::is_directory(it->path()) ||
-        !holdsOnlyBundleFiles(it->path(), why, /*complete=*/false))
+    if (pid == getpid() || !processGone(pid) || !llvm::sys::fs::is_directory(it->path()) ||
+        !holdsOnlyBundleFiles(it->path(), why, /*complete=*/!temporary))
       continue; // its writer may still run, or it is not ours
+    if (old) {
+      llvm::errs() << "attnc aot: note: " << it->path()
+                   << " holds the bundle a stopped run had moved aside"
+                   << (llvm::sys::fs::exists(output) ? "" : " (" + output + " is missing)")
+                   << "; kept: move it back or remove it\n";
+      continue;
+    }
     if (!llvm::sys::fs::remove_directories(it->path(), /*IgnoreErrors=*/false))
       llvm::errs() << "attnc aot: removed " << it->path() << ", left by a run that was stopped\n";
   }
@@ -530,37 +534,53 @@ int aot(const AotOptions &o) {
     m.spill_bytes = j.binary.spillStoreBytes;
     m.bytes = static_cast<long long>(j.binary.cubin.size());
     m.fnv1a = fnv1aHex(j.binary.cubin.data(), j.binary.cubin.size());
-    ok = ok && writeFile(tmp + "/" + m.cubin,
+    ok = ok && npy::writeNew(tmp + "/" + m.cubin,
                          std::string(j.binary.cubin.begin(), j.binary.cubin.end()), error);
     if (!j.binary.pairCubin.empty()) {
       m.pair_cubin = "cubins/" + j.spec.symbol() + "_pair.cubin";
       m.pair_bytes = static_cast<long long>(j.binary.pairCubin.size());
       m.pair_fnv1a = fnv1aHex(j.binary.pairCubin.data(), j.binary.pairCubin.size());
-      ok = ok && writeFile(tmp + "/" + m.pair_cubin,
+      ok = ok && npy::writeNew(tmp + "/" + m.pair_cubin,
                            std::string(j.binary.pairCubin.begin(), j.binary.pairCubin.end()),
                            error);
     }
     manifest << formatManifestLine(m) << "\n";
   }
-  ok = ok && writeFile(tmp + "/manifest.txt", manifest.str(), error) &&
-       writeFile(tmp + "/bundle.cpp", bundleSource(bundleName, jobs), error);
-  // An old bundle (checked above) steps aside first and is removed only once
-  // the new one is in place; if the rename fails it comes back.
+  ok = ok && npy::writeNew(tmp + "/manifest.txt", manifest.str(), error) &&
+       npy::writeNew(tmp + "/bundle.cpp", bundleSource(bundleName, jobs), error);
+  // What is at the output now must be what was checked before compiling:
+  // nothing, or with --force a bundle folder. Something made there since (a
+  // folder of the user's, another run's bundle) is not replaced.
+  bool replacing = false;
+  if (ok && llvm::sys::fs::exists(dest)) {
+    std::string why;
+    if (!o.force) {
+      error = named + " was made while compiling (another attnc aot?); --force replaces it";
+      ok = false;
+    } else if (!isBundleFolder(dest, why)) {
+      error = named + " is no longer a bundle folder (" + why + ")";
+      ok = false;
+    } else {
+      replacing = true;
+    }
+  }
+  // An old bundle steps aside first and is removed only once the new one is
+  // in place; if the rename fails it comes back. The new one never takes the
+  // place of anything (RENAME_NOREPLACE).
   const std::string old = dest + ".old." + std::to_string(getpid());
-  const bool replacing = ok && llvm::sys::fs::exists(dest);
   if (replacing) {
     if (std::error_code ec = llvm::sys::fs::rename(dest, old)) {
       error = "cannot move the old bundle " + named + " aside (" + ec.message() + ")";
       ok = false;
     }
   }
-  if (ok) {
-    if (std::error_code ec = llvm::sys::fs::rename(tmp, dest)) {
-      error = "cannot rename " + tmp + " to " + dest + " (" + ec.message() + ")";
-      ok = false;
-      if (replacing)
-        llvm::sys::fs::rename(old, dest);
-    }
+  if (ok && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE) != 0) {
+    error = errno == EEXIST || errno == ENOTEMPTY
+                ? named + " was made while compiling (another attnc aot?)"
+                : "cannot rename " + tmp + " to " + dest + " (" + std::strerror(errno) + ")";
+    ok = false;
+    if (replacing && ::renameat2(AT_FDCWD, old.c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE) != 0)
+      error += "; the old bundle is at " + old;
   }
   if (!ok) {
     llvm::sys::fs::remove_directories(tmp);

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -304,40 +306,127 @@ std::string writable(const std::string &path) {
   return "";
 }
 
-bool write(const std::string &path, const Array &array, std::string &error) {
+namespace {
+/// The .npy file of `array`: the version 1.0 header, padded so that the data
+/// starts on a 64-byte boundary, then the data.
+std::string encode(const Array &array) {
   std::string descr = array.kind == Kind::F32 ? "<f4" : array.kind == Kind::F64 ? "<f8" : "<i4";
   std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
                        array.shapeText() + ", }";
-  // Pad so that the data starts on a 64-byte boundary, ending with '\n'.
-  size_t total = 10 + header.size() + 1;
+  const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  const bool through = writesThrough(path);
-  const std::string tmp = through ? path : path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      error = path + ": cannot write: " + std::strerror(errno);
-      return false;
-    }
-    out.write("\x93NUMPY\x01\x00", 8);
-    const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xff),
-                                  static_cast<unsigned char>(header.size() >> 8)};
-    out.write(reinterpret_cast<const char *>(len), 2);
-    out.write(header.data(), header.size());
-    out.write(array.bytes.data(), array.bytes.size());
-    if (!out.flush()) {
-      error = path + ": write failed: " + std::strerror(errno);
-      if (!through)
-        std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (!through && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = path + ": cannot move the finished file into place: " + std::strerror(errno);
-    std::remove(tmp.c_str());
+  std::string file("\x93NUMPY\x01\x00", 8);
+  file += static_cast<char>(header.size() & 0xff);
+  file += static_cast<char>(header.size() >> 8);
+  file += header;
+  file.append(array.bytes.data(), array.bytes.size());
+  return file;
+}
+
+/// "<path>.<what>.<pid>": this process's side file for `path`.
+std::string sideFile(const std::string &path, const char *what) {
+  return path + "." + what + "." + std::to_string(::getpid());
+}
+
+/// Writes `bytes` to the file `path`, made anew (O_EXCL, not through a link;
+/// a file of that name left by a run that stopped is removed first) or, with
+/// `inPlace`, to the file `path` is (a link's target, a device). On failure
+/// nothing made here is left, and `error` names `named` and the reason.
+bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
+                const std::string &named, std::string &error) {
+  auto open = [&] {
+    return inPlace ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
+                   : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                            0666);
+  };
+  int fd = open();
+  if (fd < 0 && !inPlace && errno == EEXIST && ::unlink(path.c_str()) == 0)
+    fd = open();
+  if (fd < 0) {
+    error = named + ": cannot write: " + std::strerror(errno);
     return false;
   }
+  int failure = 0;
+  for (size_t done = 0; !failure && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n > 0)
+      done += static_cast<size_t>(n);
+    else if (n == 0 || errno != EINTR)
+      failure = n == 0 ? EIO : errno;
+  }
+  if (::close(fd) != 0 && !failure)
+    failure = errno;
+  if (failure) {
+    error = named + ": write failed: " + std::strerror(failure);
+    if (!inPlace)
+      ::unlink(path.c_str());
+    return false;
+  }
+  return true;
+}
+} // namespace
+
+bool writeFile(const std::string &path, const std::string &bytes, std::string &error) {
+  if (writesThrough(path))
+    return writeBytes(path, bytes, /*inPlace=*/true, path, error);
+  // A write-protected file is not replaced through the rename either: its
+  // protection is the user's.
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
+    error = path + ": cannot write: " + std::strerror(errno);
+    return false;
+  }
+  const std::string side = sideFile(path, "tmp");
+  if (!writeBytes(side, bytes, /*inPlace=*/false, path, error))
+    return false;
+  if (std::rename(side.c_str(), path.c_str()) != 0) {
+    error = path + ": cannot move the finished file into place: " + std::strerror(errno);
+    ::unlink(side.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool writeNew(const std::string &path, const std::string &bytes, std::string &error) {
+  return writeBytes(path, bytes, /*inPlace=*/false, path, error);
+}
+
+bool write(const std::string &path, const Array &array, std::string &error) {
+  return writeFile(path, encode(array), error);
+}
+
+bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::string &error) {
+  std::vector<bool> through;
+  for (const auto &file : files)
+    through.push_back(writesThrough(file.first));
+  std::vector<std::string> sides; // of the regular targets written so far
+  auto removeSides = [&] {
+    for (const std::string &side : sides)
+      ::unlink(side.c_str());
+  };
+  // The side files first, then the targets written through.
+  for (size_t i = 0; i < files.size(); ++i)
+    if (!through[i]) {
+      const std::string side = sideFile(files[i].first, "pending");
+      if (!writeBytes(side, encode(files[i].second), false, files[i].first, error))
+        return removeSides(), false;
+      sides.push_back(side);
+    }
+  for (size_t i = 0; i < files.size(); ++i)
+    if (through[i] && !writeBytes(files[i].first, encode(files[i].second), true, files[i].first, error))
+      return removeSides(), false;
+  size_t next = 0;
+  for (size_t i = 0; i < files.size(); ++i)
+    if (!through[i]) {
+      if (std::rename(sides[next].c_str(), files[i].first.c_str()) != 0) {
+        error = files[i].first + ": cannot move the finished file into place: " +
+                std::strerror(errno);
+        for (size_t j = next; j < sides.size(); ++j)
+          ::unlink(sides[j].c_str());
+        return false;
+      }
+      ++next;
+    }
   return true;
 }
 

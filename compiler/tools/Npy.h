@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace attn::npy {
@@ -44,9 +45,28 @@ Array arrayOf(std::vector<int64_t> shape, const std::vector<T> &values) {
   return a;
 }
 
-/// Writes `array` to `path`: through a temporary file renamed into place, or
-/// straight into `path` where it is not a regular file (writesThrough).
+/// Writes `array` to `path`, whole or not at all (writeFile).
 bool write(const std::string &path, const Array &array, std::string &error);
+
+/// Writes several arrays, all or none as far as the system allows: each to a
+/// side file of this process beside its target first, and only once every
+/// one is written do they take their targets' names (a failure removes them
+/// and leaves every target as it was). Targets that are not regular files
+/// (writesThrough) are written in place, after the side files.
+bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::string &error);
+
+/// Writes `bytes` to `path`, whole or not at all: a regular file, or none
+/// yet, through a side file of this process beside it (made anew: never an
+/// existing file, nor through a link) renamed onto it, so that a full disk
+/// or a stopped run leaves the old file as it was; what is not a regular
+/// file (writesThrough: a link, a device) in place. The error names `path`
+/// and the system's reason.
+bool writeFile(const std::string &path, const std::string &bytes, std::string &error);
+
+/// Writes `bytes` to a new file `path` (in a folder of the caller's own: a
+/// file of that name is removed first, a link is not followed); on failure
+/// nothing is left, and the error names `path` and the system's reason.
+bool writeNew(const std::string &path, const std::string &bytes, std::string &error);
 
 /// True when `path` exists and is not a regular file (a link, a device such
 /// as /dev/stdout, a pipe): a file renamed onto it would replace it, so it is

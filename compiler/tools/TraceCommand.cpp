@@ -34,25 +34,31 @@ int trace(const TraceOptions &o) {
   // parent must be), whose files can be written, said before anything runs.
   const char *const saved[] = {"q.npy", "k.npy", "v.npy", "o.npy"};
   bool makeFolder = false;
-  if (!o.saveInputs.empty()) {
+  std::string folder = o.saveInputs; // "dir/" names dir
+  while (folder.size() > 1 && folder.back() == '/')
+    folder.pop_back();
+  if (!folder.empty()) {
     auto refuse = [&](const std::string &what) {
       llvm::errs() << "attnc trace: --save-inputs " << what << "\n";
       return 1;
     };
-    if (!llvm::sys::fs::exists(o.saveInputs)) {
-      llvm::StringRef parent = llvm::sys::path::parent_path(o.saveInputs);
+    llvm::sys::fs::file_status status;
+    if (llvm::sys::fs::status(folder, status, /*Follow=*/false)) { // nothing there, not even a link
+      llvm::StringRef parent = llvm::sys::path::parent_path(folder);
       if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
-        return refuse(o.saveInputs + ": its folder " + parent.str() +
+        return refuse(folder + ": its folder " + parent.str() +
                       (llvm::sys::fs::exists(parent) ? " is not a folder" : " does not exist"));
-      if (std::string why = npy::writable(o.saveInputs); !why.empty())
-        return refuse(o.saveInputs + ": " + why);
+      if (std::string why = npy::writable(folder); !why.empty())
+        return refuse(folder + ": " + why);
       makeFolder = true;
-    } else if (!llvm::sys::fs::is_directory(o.saveInputs)) {
-      return refuse(o.saveInputs + " is not a folder");
+    } else if (!llvm::sys::fs::is_directory(folder)) { // (through a link)
+      return refuse(folder + (status.type() == llvm::sys::fs::file_type::symlink_file
+                                  ? " is a link to no folder"
+                                  : " is not a folder"));
     } else {
       for (const char *name : saved)
-        if (std::string why = npy::writable(o.saveInputs + "/" + name); !why.empty())
-          return refuse(o.saveInputs + "/" + name + ": " + why);
+        if (std::string why = npy::writable(folder + "/" + name); !why.empty())
+          return refuse(folder + "/" + name + ": " + why);
     }
   }
   if (o.row < -1) {
@@ -304,7 +310,7 @@ int trace(const TraceOptions &o) {
     diff = std::max(diff, std::fabs(out[row * d + x] - (l > 0 ? acc[x] / l : 0.0)));
   llvm::outs() << "\nthe generated kernel's output for this row differs from acc / l above by "
                << llvm::format("%.3g", diff) << "\n";
-  if (!o.saveInputs.empty()) {
+  if (!folder.empty()) {
     // The traced head's inputs in key order (through the block table when
     // paged), and the kernel's output for the row.
     std::vector<double> q(s.q.begin(), s.q.begin() + qLen * d), k(n * d), v(n * d),
@@ -316,18 +322,23 @@ int trace(const TraceOptions &o) {
       }
     const npy::Array arrays[] = {npy::arrayOf({qLen, d}, q), npy::arrayOf({n, d}, k),
                                  npy::arrayOf({n, d}, v), npy::arrayOf({d}, rowOut)};
+    std::vector<std::pair<std::string, npy::Array>> files;
+    for (size_t i = 0; i < 4; ++i)
+      files.push_back({folder + "/" + saved[i], arrays[i]});
     std::string error;
     if (makeFolder)
-      if (std::error_code ec = llvm::sys::fs::create_directory(o.saveInputs)) {
-        llvm::errs() << "attnc trace: cannot make " << o.saveInputs << ": " << ec.message() << "\n";
+      if (std::error_code ec = llvm::sys::fs::create_directory(folder, /*IgnoreExisting=*/false)) {
+        llvm::errs() << "attnc trace: cannot make " << folder << ": " << ec.message() << "\n";
         return 1;
       }
-    for (size_t i = 0; i < 4; ++i)
-      if (!npy::write(o.saveInputs + "/" + saved[i], arrays[i], error)) {
-        llvm::errs() << "attnc trace: " << error << "\n";
-        return 1;
-      }
-    llvm::outs() << "inputs written to " << o.saveInputs << ": q.npy [" << qLen << ", " << d
+    // The four files together or none of them (a set from two traces would not agree).
+    if (!npy::writeAll(files, error)) {
+      if (makeFolder)
+        llvm::sys::fs::remove(folder); // made here, and empty again
+      llvm::errs() << "attnc trace: " << error << " (nothing written)\n";
+      return 1;
+    }
+    llvm::outs() << "inputs written to " << folder << ": q.npy [" << qLen << ", " << d
                  << "] (the traced row is q[" << row << "]), k.npy and v.npy [" << n << ", " << d
                  << "], o.npy [" << d << "] (the kernel's output for the row); scale 1/sqrt(d) = "
                  << llvm::format("%.17g", scale) << "\n";

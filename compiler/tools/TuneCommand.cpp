@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "Npy.h"
 
 #ifdef ATTNC_HAVE_NVRTC
 #include "attnc/Runtime.h"
@@ -132,6 +133,9 @@ int tune(const TuneOptions &o) {
   TuningTable table;
   if (!o.dryRun && !table.load(path, error))
     return fail(error + " (fix or remove the file; nothing written)");
+  // The table must take the result: said before anything is measured.
+  if (std::string why = o.dryRun ? "" : npy::writable(path); !why.empty())
+    return fail("the tuning table " + path + ": " + why + "; nothing measured");
   std::unique_ptr<Runtime> rt = Runtime::create(error);
   if (!rt)
     return fail(error);
@@ -273,8 +277,9 @@ int tune(const TuneOptions &o) {
                << " (" << note << ")\n";
   if (o.dryRun)
     return 0;
-  table.set(base, chosen, note);
-  if (!table.save(path, error))
+  // Read again under a lock and saved with this entry: another tune may
+  // have recorded its own since this one read the table.
+  if (!TuningTable::record(path, base, chosen, note, error))
     return fail(error);
   llvm::outs() << "recorded in " << path << "\n";
   return 0;

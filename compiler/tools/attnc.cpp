@@ -18,6 +18,7 @@
 #include "attnc/Pipeline.h"
 #include "attnc/Textbook.h"
 #include "Commands.h"
+#include "Npy.h"
 #include "OutputErrors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -502,6 +503,14 @@ static int runEmit() {
     os << "\n";
   }
   std::string error;
+  if (outputFile != "-") {
+    // Whole or not at all: a full disk or a stopped run leaves the old file.
+    if (!attn::npy::writeFile(outputFile, text, error)) {
+      llvm::errs() << errorPrefix() << error << "\n";
+      return 1;
+    }
+    return 0;
+  }
   auto output = openOutputFile(outputFile, &error);
   if (!output) {
     llvm::errs() << errorPrefix() << "cannot write " << outputFile << ": " << error << "\n";

@@ -113,8 +113,14 @@ KernelCache::KernelCache(std::string dir) : dir_(dir.empty() ? defaultDirectory(
   }
   // Writable is what counts: create and remove a probe file.
   if (makeDirectories(dir_)) {
+    // Made anew, never through a link planted at its name.
     const std::string probe = dir_ + "/.probe." + std::to_string(getpid());
-    int fd = open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    auto create = [&] {
+      return open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    };
+    int fd = create();
+    if (fd < 0 && errno == EEXIST && unlink(probe.c_str()) == 0)
+      fd = create();
     if (fd >= 0) {
       close(fd);
       unlink(probe.c_str());
@@ -229,8 +235,8 @@ bool KernelCache::readEntry(const std::string &key, bool pairProgram, CudaBinary
       pairBytes < 0 || pairBytes > (1ll << 30))
     return false;
   // The cubin, then the pair kernel's (CudaCompileOptions::pairProgram), if
-  // any: exactly the rest of the file (checked before anything is allocated:
-  // a damaged header may claim a gigabyte).
+  // any: exactly the rest of the file (checked before the cubins are copied
+  // out: a damaged header may claim a gigabyte).
   const std::streampos body = in.tellg();
   in.seekg(0, std::ios::end);
   const std::streampos end = in.tellg();
@@ -280,13 +286,17 @@ void KernelCache::writeEntry(const std::string &key, const CudaBinary &b) {
       const ssize_t n = ::write(fd, data + done, size - done);
       if (n < 0 && errno == EINTR)
         continue;
+      if (n == 0)
+        errno = EIO; // (a write that takes nothing, with no reason given)
       written = n > 0;
       if (written)
         done += static_cast<size_t>(n);
     }
-  const int writeErrno = errno;
-  if (fd >= 0 && close(fd) != 0)
+  int writeErrno = errno;
+  if (fd >= 0 && close(fd) != 0 && written) {
     written = false;
+    writeErrno = errno;
+  }
   if (!written) {
     warn("attnc: cannot write the kernel cache entry " + path(key) + " (" +
          std::strerror(writeErrno) + "): compiled kernels stay in memory only");

@@ -13,6 +13,10 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,7 +174,7 @@ bool TuningTable::save(const std::string &given, std::string &error) const {
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) {
-      error = "cannot write " + tmp;
+      error = "cannot write the tuning table " + path + " (" + std::strerror(errno) + ")";
       return false;
     }
     out << "# attnc tuning table: tile sizes (and pipeline depths) `attnc tune` measured best\n"
@@ -179,18 +183,37 @@ bool TuningTable::save(const std::string &given, std::string &error) const {
       out << key << ": tile_q=" << e.tiles.tile_q << ",tile_kv=" << e.tiles.tile_kv
           << (e.tiles.stages != kStagesAuto ? ",stages=" + std::to_string(e.tiles.stages) : "")
           << (e.note.empty() ? "" : "  # " + e.note) << "\n";
-    if (!out.flush()) {
-      error = "cannot write " + tmp;
+    out.close();
+    if (!out) {
+      error = "cannot write the tuning table " + path + " (" + std::strerror(errno) + ")";
       std::remove(tmp.c_str());
       return false;
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot rename " + tmp + " to " + path;
+    error = "cannot write the tuning table " + path + " (renaming " + tmp + ": " +
+            std::strerror(errno) + ")";
     std::remove(tmp.c_str());
     return false;
   }
   return true;
+}
+
+bool TuningTable::record(const std::string &path, const Spec &spec, TunedTiles tiles,
+                         const std::string &note, std::string &error) {
+  const std::string lockPath = path + ".lock";
+  const int lock = ::open(lockPath.c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (lock < 0) {
+    error = "cannot lock the tuning table " + path + " (" + lockPath + ": " +
+            std::strerror(errno) + ")";
+    return false;
+  }
+  while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  TuningTable now;
+  const bool ok = now.load(path, error) && (now.set(spec, tiles, note), now.save(path, error));
+  ::close(lock); // releases the lock
+  return ok;
 }
 
 const TuningTable::Entry *TuningTable::find(const Spec &spec) const {

@@ -8,7 +8,9 @@
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace attn;
 
@@ -166,6 +168,45 @@ TEST_CASE("a tuning table saved through a link keeps the link, and a folder is n
   ::rmdir(folder.c_str());
   std::remove(link.c_str());
   std::remove(file.c_str());
+}
+
+TEST_CASE("tuners recording into one table at once keep each other's entries", "[tuning]") {
+  // Each process reads the table, then records its own entry: without the
+  // lock and the read under it, the last writer's table would hold one entry.
+  const std::string path = tempPath("shared.txt");
+  std::remove(path.c_str());
+  const int kProcesses = 6;
+  const char *const dims[] = {"32", "64", "96", "128", "192", "256"};
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      TuningTable before;
+      std::string error;
+      if (!before.load(path, error))
+        _exit(2);
+      usleep(20000); // each has read before any records
+      const bool ok = TuningTable::record(path, parsed(std::string("head_dim=") + dims[i]),
+                                          {64, 64}, "", error);
+      _exit(ok ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  TuningTable table;
+  std::string error;
+  REQUIRE(table.load(path, error));
+  CHECK(table.size() == size_t(kProcesses));
+  for (const char *d : dims)
+    CHECK(table.find(parsed(std::string("head_dim=") + d)) != nullptr);
+  std::remove(path.c_str());
+  std::remove((path + ".lock").c_str());
 }
 
 TEST_CASE("a spec whose tiles a tuning table gave has an untuned twin with the built-in tiles",

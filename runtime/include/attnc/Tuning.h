@@ -43,6 +43,11 @@ public:
   bool load(const std::string &path, std::string &error);
   /// Writes the whole table (temporary file, then rename).
   bool save(const std::string &path, std::string &error) const;
+  /// Records one entry in the table at `path`: under a lock (a file beside
+  /// it, "<path>.lock"), reads the table as it is now, sets the entry and
+  /// saves it, so that tuners sharing one table keep each other's entries.
+  static bool record(const std::string &path, const Spec &spec, TunedTiles tiles,
+                     const std::string &note, std::string &error);
 
   const Entry *find(const Spec &spec) const;
   void set(const Spec &spec, TunedTiles tiles, const std::string &note);

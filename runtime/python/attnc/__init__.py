@@ -246,11 +246,11 @@ def _text(name, value):
 def _flag(name, value):
     """`value` as a C int for a yes/no argument: a bool (numpy's too) or the
     integer 0 / 1; not a float, a string or None."""
-    if _is_bool(value):
-        return int(bool(value))
     try:
+        if _is_bool(value):
+            return int(bool(value))
         v = operator.index(value)
-    except TypeError:
+    except (TypeError, ValueError):  # (ValueError: a numpy array of several bools)
         v = None
     if v in (0, 1):
         return v
@@ -265,8 +265,11 @@ def _args(value):
 
 
 def _stream(value):
-    """A CUDA stream as the C API takes it: an int handle (0 .. 2^64 - 1) or an
-    object with .cuda_stream (a torch.cuda.Stream); nothing truncated."""
+    """A CUDA stream as the C API takes it: an int handle (0 .. 2^64 - 1), an
+    object with .cuda_stream (a torch.cuda.Stream), or None (the default
+    stream, 0); nothing truncated."""
+    if value is None:
+        return 0
     if hasattr(value, "cuda_stream"):  # torch.cuda.Stream
         value = value.cuda_stream
     try:
@@ -443,6 +446,7 @@ class Runtime:
         if isinstance(specs, str):
             raise AttncError(f"specs = {specs!r}: expected a list of specs, not one")
         specs = list(specs)  # an iterator is read once
+        threads = _int("threads", threads, 0, (1 << 32) - 1)
         for s in specs:
             _text("spec", s)
         missing = [s for s in dict.fromkeys(specs) if s not in self._kernels]
@@ -450,7 +454,7 @@ class Runtime:
             names = (ctypes.c_char_p * len(missing))(*[s.encode() for s in missing])
             handles = (ctypes.c_void_p * len(missing))()
             _check(_library().attnc_runtime_prepare(self._handle, names, len(missing),
-                                                    _int("threads", threads, 0, (1 << 32) - 1), handles),
+                                                    threads, handles),
                    "preparing kernels")
             for s, h in zip(missing, handles):
                 self._kernels[s] = Kernel(self, ctypes.c_void_p(h))
