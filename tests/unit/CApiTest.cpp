@@ -97,6 +97,9 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   c.dtype = "f32";
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).find("bf16 or f16") != std::string::npos);
+  c.dtype = nullptr;
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "call->dtype is NULL: the kernels take \"bf16\" or \"f16\"");
   c.dtype = "f16";
   c.head_dim = 100;
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);

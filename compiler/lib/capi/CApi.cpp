@@ -255,7 +255,10 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
         return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("call->") + name + " = " +
                                                       std::to_string(value) +
                                                       ": must not be negative (0: " + zero + ")");
-    const std::string dtype = c.dtype ? c.dtype : "";
+    if (!c.dtype)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  "call->dtype is NULL: the kernels take \"bf16\" or \"f16\"");
+    const std::string dtype = c.dtype;
     if (dtype != "bf16" && dtype != "f16")
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   "call->dtype = '" + dtype + "': the kernels take bf16 or f16");
