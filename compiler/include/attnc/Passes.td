@@ -54,7 +54,10 @@ def OnlineSoftmax : Pass<"attn-online-softmax", "::mlir::func::FuncOp"> {
       to (-inf, 0, 0), and its body rescales with `attn.rescale_factor`
       before `attn.accumulate`;
     - every score tile goes through `attn.mask` (the mask and the tail past
-      kv_len), so the result equals textbook attention for every mask.
+      kv_len), so the result equals textbook attention for every mask on
+      rows that see a key in their first tile; a row whose first tiles the
+      mask hides (a sliding window, more queries than keys) still computes
+      exp(-inf - -inf) = NaN here, which `attn-safe-init` guards.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
@@ -68,7 +71,10 @@ def SafeInit : Pass<"attn-safe-init", "::mlir::func::FuncOp"> {
     `alpha = exp(-inf - -inf) = NaN`, `p = exp(-inf - -inf) = NaN` and, for
     a row that never sees a key, `out = 0 / 0 = NaN`. This pass marks the
     ops where that happens `inf_safe`: alpha = 1 and p = 0 while m_new is
-    -inf; out = 0 when l = 0 (and lse = m + log(0) = -inf).
+    -inf; out = 0 when l = 0 (and lse = m + log(0) = -inf). (The CUDA
+    kernels take 0 as the exponent's reference while m is -inf, so their
+    alpha there is exp2(-inf - 0) = 0, not 1: the same result, since l and
+    acc are still 0.)
 
     Before / after:
     ```mlir
@@ -133,7 +139,7 @@ def ShareKVHeads : Pass<"attn-share-kv-heads", "::mlir::func::FuncOp"> {
     ```mlir
     %out = scf.for %h = %c0 to %q_heads ... {
       %kv_head = arith.divui %h, %c4 : index
-      %q_tile = attn.load_q_tile %q[%h, %q_start] tile_q 64 group 1 : ...
+      %q_tile = attn.load_q_tile %q[%h, %q_start] tile_q 128 group 1 : ...
       ... attn.load_kv_tile %k[%kv_head, %kv_start] ...
     } {attn.loop = "heads"}
     ```
@@ -142,7 +148,7 @@ def ShareKVHeads : Pass<"attn-share-kv-heads", "::mlir::func::FuncOp"> {
     %kv_heads = arith.divui %q_heads, %c4 : index
     %out = scf.for %kv_head = %c0 to %kv_heads ... {
       %q_head = arith.muli %kv_head, %c4 : index
-      %q_tile = attn.load_q_tile %q[%q_head, %q_start] tile_q 64 group 4 : ...
+      %q_tile = attn.load_q_tile %q[%q_head, %q_start] tile_q 128 group 4 : ...
       ... attn.load_kv_tile %k[%kv_head, %kv_start] ...
     } {attn.gqa = 4 : i64, attn.loop = "heads"}
     ```
@@ -206,8 +212,8 @@ def SplitKV : Pass<"attn-split-kv", "::mlir::func::FuncOp"> {
       %split_lo, %split_hi = attn.split_range %full_lo, %hi, %split, %num_splits
       %m_split, %l_split, %acc_split = attn.state_init like %q_tile : ...
       %j_lo_full = arith.maxui %full_lo, %split_lo : index
-      %0 = arith.minui %full_hi, %split_hi : index
-      %j_hi_full = arith.maxui %j_lo_full, %0 : index
+      %1 = arith.minui %full_hi, %split_hi : index
+      %j_hi_full = arith.maxui %j_lo_full, %1 : index
       %state_full:3 = scf.for %j = %j_lo_full to %j_hi_full step %c1
           iter_args(%m_old = %m_split, %l_old = %l_split, %acc_old = %acc_split) -> (...) { ... }
       ... %state_partial:3 = scf.for %j = %j_lo_partial to %j_hi_partial ... { ... }
@@ -221,6 +227,12 @@ def SplitKV : Pass<"attn-split-kv", "::mlir::func::FuncOp"> {
     KV-tile loops runs inside a `kv_splits` loop on its split's range and is
     followed by an `attn.merge`; the splits' ranges are disjoint and cover
     the query tile's range. Does nothing for prefill or split_kv = 1.
+
+    The CUDA backend emits one decode kernel for every split count: the
+    grid's x is the split, and the count is the launch's (its arguments'
+    `num_splits`, else the spec's split_kv, else the runtime's choice for
+    `auto`), so a `split_kv = 1` kernel still carries the merge it needs when
+    a launch asks for splits. The IR shows the spec's count.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
 }
