@@ -589,14 +589,45 @@ int verdict(const Spec &spec, const harness::Errors &errors, double runSeconds, 
   return 0;
 }
 
+/// Why NaN outputs can come from finite inputs: where the scores q.k x scale
+/// may pass f32's largest value (every GPU kernel and the CPU's f32 ones
+/// compute them in f32), a note that says so; else "".
+template <typename T>
+std::string scoreOverflowNote(const harness::Batch<T> &batch, double scale) {
+  if (std::is_same_v<T, double> && !batch.spec.isGPU())
+    return "";
+  double q = 0, k = 0;
+  auto largest = [](const std::vector<T> &values, double &most) {
+    for (T x : values)
+      if (std::isfinite(double(x)))
+        most = std::max(most, std::fabs(double(x)));
+  };
+  for (const auto &s : batch.sequences) {
+    largest(s.q, q);
+    largest(s.k, k);
+  }
+  largest(batch.kCache, k); // (its unused slots are NaN)
+  const double most = std::fabs(scale) * q * k * double(batch.spec.head_dim);
+  if (!(most > double(std::numeric_limits<float>::max())))
+    return "";
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.3g", most);
+  return "note: the scores q.k x scale can reach " + text +
+         " here (largest |q| x largest |k| x head_dim x scale), past f32's largest, 3.4e38: "
+         "they overflow to inf, and inf - inf is NaN";
+}
+
 /// The verdict, then --out and --lse (the last sequence's outputs) only when
 /// the run passed it: a failed run writes nothing; "OK" once they are written.
 template <typename T>
 int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::Errors &errors,
-           double runSeconds, bool maxAbsBound, double bound, const std::vector<T> &out,
-           const std::vector<T> &lse) {
+           double runSeconds, bool maxAbsBound, double bound, double scale,
+           const std::vector<T> &out, const std::vector<T> &lse) {
   const bool saving = !o.out.empty() || !o.lse.empty();
   if (const int rc = verdict(batch.spec, errors, runSeconds, maxAbsBound, bound); rc != 0) {
+    if (errors.nan)
+      if (std::string note = scoreOverflowNote(batch, scale); !note.empty())
+        llvm::outs() << note << "\n";
     if (saving) {
       llvm::outs().flush(); // the verdict first, where both go to one place
       llvm::errs() << "attnc run: nothing written to --out / --lse: the run failed its check\n";
@@ -681,7 +712,7 @@ int runTyped(const Spec &spec, const RunOptions &o) {
   for (const auto &s : batch.sequences)
     longest = std::max(longest, s.kvLen);
   const double bound = f64 ? 1e-8 : 1e-5 * std::sqrt(std::max(1.0, double(longest) / 16384));
-  return finish(o, batch, errors, runSeconds, f64, bound, lastOut, lastLse);
+  return finish(o, batch, errors, runSeconds, f64, bound, scale, lastOut, lastLse);
 }
 
 #ifdef ATTNC_HAVE_NVRTC
@@ -755,7 +786,8 @@ int runGpu(const RunOptions &o) {
     harness::compare(batch, i, scale, outs[i].out, outs[i].lse, errors,
                      sample.empty() ? nullptr : &sample);
   }
-  return finish(o, batch, errors, runSeconds, false, 1e-2, outs.back().out, outs.back().lse);
+  return finish(o, batch, errors, runSeconds, false, 1e-2, scale, outs.back().out,
+                outs.back().lse);
 }
 #endif
 
