@@ -2,6 +2,8 @@
 
 #include "attnc/KernelCache.h"
 
+#include "NewFile.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -111,25 +113,21 @@ KernelCache::KernelCache(std::string dir) : dir_(dir.empty() ? defaultDirectory(
          "compiled kernels stay in memory only");
     return;
   }
-  // Writable is what counts: create and remove a probe file.
-  if (makeDirectories(dir_)) {
-    // Made anew, never through a link planted at its name.
+  // Writable is what counts: create and remove a probe file (made anew,
+  // never through a link planted at its name).
+  errno = 0;
+  int failure = makeDirectories(dir_) ? 0 : (errno ? errno : ENOTDIR);
+  if (!failure) {
     const std::string probe = dir_ + "/.probe." + std::to_string(getpid());
-    auto create = [&] {
-      return open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
-    };
-    int fd = create();
-    if (fd < 0 && errno == EEXIST && unlink(probe.c_str()) == 0)
-      fd = create();
-    if (fd >= 0) {
-      close(fd);
+    failure = writeNewFile(probe, {});
+    if (!failure) {
       unlink(probe.c_str());
       onDisk_ = true;
       return;
     }
   }
   warn("attnc: the kernel cache directory " + dir_ + " cannot be written (" +
-       std::strerror(errno) + "): compiled kernels stay in memory only");
+       std::strerror(failure) + "): compiled kernels stay in memory only");
 }
 
 std::string KernelCache::warning() const {
@@ -268,41 +266,14 @@ void KernelCache::writeEntry(const std::string &key, const CudaBinary &b) {
     header << "\npair_bytes " << b.pairCubin.size() << "\npair_checksum " << checksum(b.pairCubin);
   header << "\nptxas " << b.registers << " " << b.spillStoreBytes << " " << b.spillLoadBytes
          << "\n\n";
-  // A file of our own: never through a link or into a file that is there (a
-  // name left by a writer that died is removed first; removing a link leaves
-  // what it names alone).
-  auto create = [&] {
-    return open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  };
-  int fd = create();
-  if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0)
-    fd = create();
-  bool written = fd >= 0;
+  // A file of our own (writeNewFile), renamed onto the entry once whole.
   const std::string head = header.str();
-  for (const auto &[data, size] : {std::pair<const char *, size_t>{head.data(), head.size()},
-                                   {b.cubin.data(), b.cubin.size()},
-                                   {b.pairCubin.data(), b.pairCubin.size()}})
-    for (size_t done = 0; written && done < size;) {
-      const ssize_t n = ::write(fd, data + done, size - done);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n == 0)
-        errno = EIO; // (a write that takes nothing, with no reason given)
-      written = n > 0;
-      if (written)
-        done += static_cast<size_t>(n);
-    }
-  int writeErrno = errno;
-  if (fd >= 0 && close(fd) != 0 && written) {
-    written = false;
-    writeErrno = errno;
-  }
-  if (!written) {
+  if (const int failure = writeNewFile(
+          tmp, {head, std::string_view(b.cubin.data(), b.cubin.size()),
+                std::string_view(b.pairCubin.data(), b.pairCubin.size())})) {
     warn("attnc: cannot write the kernel cache entry " + path(key) + " (" +
-         std::strerror(writeErrno) + "): compiled kernels stay in memory only");
+         std::strerror(failure) + "): compiled kernels stay in memory only");
     onDisk_ = false;
-    if (fd >= 0)
-      std::remove(tmp.c_str());
     return;
   }
   // Readers see the old entry or the new one, never half of one.

@@ -4,18 +4,20 @@
 
 #include "attnc/KernelCache.h"
 
+#include "NewFile.h"
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -170,25 +172,18 @@ bool TuningTable::save(const std::string &given, std::string &error) const {
     const size_t slash = path.rfind('/');
     path = to[0] == '/' || slash == std::string::npos ? to : path.substr(0, slash + 1) + to;
   }
+  std::ostringstream out;
+  out << "# attnc tuning table: tile sizes (and pipeline depths) `attnc tune` measured best\n"
+         "# on this machine. A spec that leaves tile_q and tile_kv open takes them from here.\n";
+  for (const auto &[key, e] : entries_)
+    out << key << ": tile_q=" << e.tiles.tile_q << ",tile_kv=" << e.tiles.tile_kv
+        << (e.tiles.stages != kStagesAuto ? ",stages=" + std::to_string(e.tiles.stages) : "")
+        << (e.note.empty() ? "" : "  # " + e.note) << "\n";
+  // A file of our own (writeNewFile), renamed onto the table once whole.
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) {
-      error = "cannot write the tuning table " + path + " (" + std::strerror(errno) + ")";
-      return false;
-    }
-    out << "# attnc tuning table: tile sizes (and pipeline depths) `attnc tune` measured best\n"
-           "# on this machine. A spec that leaves tile_q and tile_kv open takes them from here.\n";
-    for (const auto &[key, e] : entries_)
-      out << key << ": tile_q=" << e.tiles.tile_q << ",tile_kv=" << e.tiles.tile_kv
-          << (e.tiles.stages != kStagesAuto ? ",stages=" + std::to_string(e.tiles.stages) : "")
-          << (e.note.empty() ? "" : "  # " + e.note) << "\n";
-    out.close();
-    if (!out) {
-      error = "cannot write the tuning table " + path + " (" + std::strerror(errno) + ")";
-      std::remove(tmp.c_str());
-      return false;
-    }
+  if (const int failure = writeNewFile(tmp, {out.str()})) {
+    error = "cannot write the tuning table " + path + " (" + std::strerror(failure) + ")";
+    return false;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     error = "cannot write the tuning table " + path + " (renaming " + tmp + ": " +

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -168,6 +169,25 @@ TEST_CASE("a tuning table saved through a link keeps the link, and a folder is n
   ::rmdir(folder.c_str());
   std::remove(link.c_str());
   std::remove(file.c_str());
+}
+
+TEST_CASE("a link planted at the table's temporary name writes nothing it names", "[tuning]") {
+  const std::string path = tempPath("planted.txt"), victim = tempPath("victim.txt");
+  { std::ofstream(victim) << "keep me"; }
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  REQUIRE(::symlink(victim.c_str(), tmp.c_str()) == 0);
+  TuningTable table;
+  std::string error;
+  table.set(parsed("mask=causal"), {64, 64}, "");
+  REQUIRE(table.save(path, error));
+  std::ifstream in(victim);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(kept == "keep me");
+  TuningTable again;
+  REQUIRE(again.load(path, error));
+  CHECK(again.size() == 1);
+  std::remove(path.c_str());
+  std::remove(victim.c_str());
 }
 
 TEST_CASE("tuners recording into one table at once keep each other's entries", "[tuning]") {
