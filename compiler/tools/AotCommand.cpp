@@ -188,7 +188,7 @@ void removeStoppedRunsFolders(const std::string &output) {
                old = name.rfind(base + ".old.", 0) == 0;
     if (!temporary && !old)
       continue;
-    const std::string digits = name.substr(base.size() + 5);
+    const std::string digits = name.substr(base.size() + std::strlen(".tmp.")); // (".old." alike)
     if (digits.empty() || digits.size() > 9 ||
         digits.find_first_not_of("0123456789") != std::string::npos)
       continue;

@@ -396,36 +396,31 @@ bool write(const std::string &path, const Array &array, std::string &error) {
 }
 
 bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::string &error) {
-  std::vector<bool> through;
-  for (const auto &file : files)
-    through.push_back(writesThrough(file.first));
-  std::vector<std::string> sides; // of the regular targets written so far
-  auto removeSides = [&] {
-    for (const std::string &side : sides)
-      ::unlink(side.c_str());
+  std::vector<std::pair<std::string, std::string>> moves; // (side file, target), written so far
+  auto removeSides = [&](size_t from) {
+    for (size_t i = from; i < moves.size(); ++i)
+      ::unlink(moves[i].first.c_str());
   };
   // The side files first, then the targets written through.
-  for (size_t i = 0; i < files.size(); ++i)
-    if (!through[i]) {
-      const std::string side = sideFile(files[i].first, "pending");
-      if (!writeBytes(side, encode(files[i].second), false, files[i].first, error))
-        return removeSides(), false;
-      sides.push_back(side);
+  std::vector<const std::pair<std::string, Array> *> inPlace;
+  for (const auto &file : files) {
+    if (writesThrough(file.first)) {
+      inPlace.push_back(&file);
+      continue;
     }
-  for (size_t i = 0; i < files.size(); ++i)
-    if (through[i] && !writeBytes(files[i].first, encode(files[i].second), true, files[i].first, error))
-      return removeSides(), false;
-  size_t next = 0;
-  for (size_t i = 0; i < files.size(); ++i)
-    if (!through[i]) {
-      if (std::rename(sides[next].c_str(), files[i].first.c_str()) != 0) {
-        error = files[i].first + ": cannot move the finished file into place: " +
-                std::strerror(errno);
-        for (size_t j = next; j < sides.size(); ++j)
-          ::unlink(sides[j].c_str());
-        return false;
-      }
-      ++next;
+    const std::string side = sideFile(file.first, "pending");
+    if (!writeBytes(side, encode(file.second), /*inPlace=*/false, file.first, error))
+      return removeSides(0), false;
+    moves.push_back({side, file.first});
+  }
+  for (const auto *file : inPlace)
+    if (!writeBytes(file->first, encode(file->second), /*inPlace=*/true, file->first, error))
+      return removeSides(0), false;
+  for (size_t i = 0; i < moves.size(); ++i)
+    if (std::rename(moves[i].first.c_str(), moves[i].second.c_str()) != 0) {
+      error = moves[i].second + ": cannot move the finished file into place: " +
+              std::strerror(errno);
+      return removeSides(i), false;
     }
   return true;
 }
