@@ -129,7 +129,8 @@ std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &e
   for (std::string text; std::getline(in, text);) {
     ++number;
     if (!inEntries) {
-      inEntries = text == "const attn::BundleEntry entries[] = {";
+      inEntries = text == "const attnc_bundle_entry entries[] = {" ||
+                  text == "const attn::BundleEntry entries[] = {"; // an earlier attnc's
       continue;
     }
     if (text == "};")
@@ -219,23 +220,36 @@ int verifyBundle(const std::string &dir) {
     for (char c : text.str())
       if (c != '\r')
         source += c;
-    // Its registration, at the start of a line: the manifest's bundle, all of entries[].
-    const std::string reg = "\nconst attn::BundleRegistration registration(\"";
-    const size_t at = source.find(reg);
+    // Its registration, at the start of a line: the manifest's bundle, all of
+    // entries[]. Through the C API (ABI 6 on), or an earlier attnc's C++ one.
+    struct Form {
+      const char *head, *tail;
+    };
+    const Form forms[] = {
+        {"\n    attnc_bundle_register(\"",
+         "\", entries, sizeof entries / sizeof entries[0], sizeof entries[0]);"},
+        {"\nconst attn::BundleRegistration registration(\"",
+         "\", entries, sizeof entries / sizeof entries[0]);"}};
+    const Form *form = nullptr;
+    size_t at = std::string::npos;
+    for (const Form &f : forms)
+      if (!form && (at = source.find(f.head)) != std::string::npos)
+        form = &f;
+    const std::string reg = form ? form->head : "";
     const size_t close = at == std::string::npos ? at : source.find('"', at + reg.size());
     const size_t end = close == std::string::npos ? close : source.find('\n', close);
     const std::string registered =
         close == std::string::npos ? "" : source.substr(at + reg.size(), close - at - reg.size());
-    const std::string whole = "\", entries, sizeof entries / sizeof entries[0]);";
     if (close == std::string::npos)
-      problem(sourcePath, " has no bundle registration (const attn::BundleRegistration "
-                          "registration(...) at the start of a line)");
+      problem(sourcePath, " has no bundle registration (attnc_bundle_register(...) at the start "
+                          "of a line)");
     else if (registered != head.name)
       problem(sourcePath, " registers the bundle '" + registered + "', the manifest names it '" +
                               head.name + "'");
-    else if (source.compare(close, end - close, whole) != 0)
+    else if (source.compare(close, end - close, form->tail) != 0)
       problem(sourcePath, " registers other than all of entries[]: " +
-                              source.substr(at + 1, end - at - 1));
+                              source.substr(source.find_first_not_of(" \n", at),
+                                            end - source.find_first_not_of(" \n", at)));
     std::vector<int> bad;
     if (std::string why = sourceEntries(source, entries, bad); !why.empty())
       problem(sourcePath, why);

@@ -2,10 +2,12 @@
 
 #include "attnc/Bundle.h"
 #include "attnc/Cubin.h"
+#include "attnc/attnc.h"
 
 #include "attn/params.cuh"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <mutex>
 #include <utility>
@@ -29,6 +31,21 @@ Registry &registry() {
   return r;
 }
 
+/// Why a bundle's entries, of `got` bytes each where it was compiled, cannot be
+/// read as this attnc's of `want` bytes: none of them is used.
+std::string otherLayout(const char *name, size_t got, size_t want) {
+  return "bundle " + std::string(name) + ": compiled with entries of " + std::to_string(got) +
+         " bytes, this attnc's are " + std::to_string(want) +
+         " (regenerate it with this attnc's `attnc aot`); its kernels are not used";
+}
+
+/// Keeps why a linked bundle was refused, for bundleErrors().
+void keepRefusal(const std::string &why) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.errors.push_back(why);
+}
+
 /// Why a bundle's entries cannot be used (the whole bundle is refused), or "".
 std::string refusal(const char *name, const BundleEntry *entries, size_t count,
                     size_t entry_bytes) {
@@ -37,10 +54,7 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
   if (!name || (count && !entries))
     return bundle + ": " + (name ? "its entries are a null pointer" : "no name") + unused;
   if (entry_bytes != sizeof(BundleEntry))
-    // Its entries cannot be read with this layout: none of them is used.
-    return bundle + ": compiled with entries of " + std::to_string(entry_bytes) +
-           " bytes, this attnc's are " + std::to_string(sizeof(BundleEntry)) +
-           " (regenerate it with this attnc's `attnc aot`)" + unused;
+    return otherLayout(name, entry_bytes, sizeof(BundleEntry));
   for (size_t i = 0; i < count; ++i)
     if (entries[i].params_bytes != sizeof(kernel::Params))
       return bundle + ": its kernels take arguments of " +
@@ -89,17 +103,38 @@ void add(Registry &r, const char *name, const BundleEntry *entries, size_t count
                      &entries[i]);
   }
 }
-} // namespace
 
-BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entries,
-                                       size_t count, size_t entry_bytes) {
+/// Why a bundle of this name cannot be registered beside those that are
+/// ("" if it can); the caller holds the lock.
+std::string nameTaken(const Registry &r, const char *name) {
+  for (size_t i = 0; i < r.names.size(); ++i)
+    if (r.names[i] == name)
+      return "a bundle named '" + std::string(name) + "' is already registered (" +
+             (r.origins[i].empty() ? "linked into the program" : "loaded from " + r.origins[i]) +
+             "); build one of them with another name (attnc aot --name)";
+  return "";
+}
+
+/// Registers a bundle linked into the program, or keeps why it was refused
+/// for bundleErrors() and returns it.
+std::string registerLinked(const char *name, const BundleEntry *entries, size_t count,
+                           size_t entry_bytes) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   std::string why = refusal(name, entries, count, entry_bytes);
+  if (why.empty() && !(why = nameTaken(r, name)).empty())
+    why = "bundle " + std::string(name) + ": " + why + "; its kernels are not used";
   if (!why.empty())
     r.errors.push_back(why);
   else
     add(r, name, entries, count, "", "");
+  return why;
+}
+} // namespace
+
+BundleRegistration::BundleRegistration(const char *name, const BundleEntry *entries,
+                                       size_t count, size_t entry_bytes) {
+  registerLinked(name, entries, count, entry_bytes);
 }
 
 bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
@@ -121,13 +156,16 @@ bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t c
                 "been rebuilt since: the process keeps the kernels it loaded first (restart it "
                 "to serve the new ones)";
       else
-        error = "a bundle named '" + std::string(name) + "' is already registered (" +
-                (r.origins[i].empty() ? "linked into the program" : "loaded from " + r.origins[i]) +
-                "); build one of them with another name (attnc aot --name)";
+        error = nameTaken(r, name);
       return false;
     }
   add(r, name, entries, count, origin, version);
   return true;
+}
+
+std::string &cApiLastError() {
+  thread_local std::string message;
+  return message;
 }
 
 const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch) {
@@ -156,3 +194,36 @@ std::vector<std::string> bundleErrors() {
 }
 
 } // namespace attn
+
+extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bundle_entry *entries,
+                                              size_t count, size_t entry_bytes) {
+  using attn::BundleEntry;
+  auto status = [](const std::string &why) {
+    attn::cApiLastError() = why;
+    return why.empty() ? ATTNC_OK : ATTNC_ERROR_INVALID_ARGUMENT;
+  };
+  if (name && entries && entry_bytes != sizeof(attnc_bundle_entry)) {
+    const std::string why = attn::otherLayout(name, entry_bytes, sizeof(attnc_bundle_entry));
+    attn::keepRefusal(why);
+    return status(why);
+  }
+  // In the C++ runtime's own form (attn::BundleEntry), kept like the
+  // caller's table until the process ends. (Null entries stay null: the
+  // registration names them.)
+  const BundleEntry *table = nullptr;
+  if (entries && count) {
+    static std::mutex keptMutex;
+    static auto *kept = new std::vector<std::unique_ptr<BundleEntry[]>>();
+    std::lock_guard<std::mutex> lock(keptMutex);
+    BundleEntry *copy = kept->emplace_back(new BundleEntry[count]).get();
+    for (size_t i = 0; i < count; ++i) {
+      const attnc_bundle_entry &e = entries[i];
+      copy[i] = BundleEntry{e.spec,          e.arch,           e.cubin,
+                            e.cubin_size,    e.threads,        e.shared_bytes,
+                            e.merge_threads, e.cluster_merge,  e.pair_shared_bytes,
+                            e.pair_cubin,    e.pair_cubin_size, e.params_bytes};
+    }
+    table = copy;
+  }
+  return status(attn::registerLinked(name, table, count, sizeof(BundleEntry)));
+}

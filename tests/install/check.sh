@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs a separate C
-# and C++ project against it with find_package(attnc).
+# and C++ project against it with find_package(attnc), one of its programs with
+# an AOT bundle compiled in that the installed attnc wrote (no GPU needed).
 #   tests/install/check.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -18,9 +19,13 @@ if found=$(find "$tmp/prefix" -name '*.a' | head -n 3) && [ -n "$found" ]; then
   echo "static libraries installed: $found"
   exit 1
 fi
-cmake -S "$here/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" > "$tmp/configure.log"
+echo "mode=decode,head_dim=64,page_size=16" > "$tmp/specs.txt"
+"$tmp/prefix/bin/attnc" aot --specs "$tmp/specs.txt" --arch sm_80 -o "$tmp/bundle" > "$tmp/aot.log"
+cmake -S "$here/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DATTNC_BUNDLE="$tmp/bundle" > "$tmp/configure.log"
 cmake --build "$tmp/consumer" > "$tmp/build.log"
 "$tmp/consumer/consumer"
 "$tmp/consumer/consumer-cpp"
+"$tmp/consumer/consumer-bundled" "$tmp/bundle"
 # The installed Python module finds the installed library by itself.
 ATTNC_LIBRARY= python3 -c "import sys; sys.path.insert(0, '$tmp/prefix/share/attnc/python'); import attnc; print(attnc.version(), attnc.library_path())"

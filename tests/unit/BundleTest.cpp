@@ -1,6 +1,7 @@
 //===- BundleTest.cpp - The AOT bundle registry --------------------------===//
 
 #include "attnc/Bundle.h"
+#include "attnc/attnc.h"
 #include "FakeCubin.h"
 
 #include "attn/params.cuh"
@@ -76,12 +77,26 @@ const attn::BundleEntry unsaid[] = {
 };
 const attn::BundleRegistration seventh("reshaped", reshaped, 1);
 const attn::BundleRegistration eighth("unsaid", unsaid, 1);
+// Through the C API's form, which bundle.cpp calls (attnc_bundle_register):
+// a bundle registered, one compiled with another layout of the C entries,
+// and a name registered before.
+const char *const kCausalSm80 = "mode=prefill,head_dim=64,mask=causal,target=sm_80";
+const std::string viaC = cubinOf(kCausalSm80, {128, 4096, 0, 0, 0}, "via C");
+const attnc_bundle_entry cEntries[] = {
+    {kCausalSm80, "sm_80", bytes(viaC), viaC.size(), 128, 4096, 0, 0, 0, nullptr, 0, kParams},
+};
+const attnc_status cLinked =
+    attnc_bundle_register("linked-c", cEntries, 1, sizeof(attnc_bundle_entry));
+const attnc_status cStale =
+    attnc_bundle_register("stale-c", cEntries, 1, sizeof(attnc_bundle_entry) - sizeof(size_t));
+const attnc_status cTaken = attnc_bundle_register("first", cEntries, 1, sizeof cEntries[0]);
+const std::vector<std::string> kRegistered = {"first", "second", "linked-c"};
 } // namespace
 
 TEST_CASE("bundles register their kernels at start-up, and the first one registered wins",
           "[bundle]") {
-  CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
-  CHECK(attn::bundledKernels().size() == 3);
+  CHECK(attn::bundleNames() == kRegistered);
+  CHECK(attn::bundledKernels().size() == 4);
   const attn::BundleEntry *e = attn::findBundledKernel("mode=prefill,head_dim=64,target=sm_90a",
                                                        "sm_90a");
   REQUIRE(e);
@@ -100,7 +115,7 @@ TEST_CASE("a bundle compiled against another layout of its entries is refused, w
           "[bundle]") {
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=128,target=sm_90a", "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 6);
+  REQUIRE(errors.size() == 8);
   CHECK(errors[0].find("bundle stale") != std::string::npos);
   CHECK(errors[0].find(std::to_string(sizeof(attn::BundleEntry))) != std::string::npos);
   CHECK(errors[0].find("attnc aot") != std::string::npos);
@@ -111,12 +126,12 @@ TEST_CASE("a bundle whose kernels take other arguments than this runtime passes 
   CHECK_FALSE(attn::findBundledKernel("mode=decode,head_dim=128,page_size=16,target=sm_90a",
                                       "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 6);
+  REQUIRE(errors.size() == 8);
   CHECK(errors[1].find("bundle older") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams - 8) + " bytes") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams)) != std::string::npos);
   CHECK(errors[1].find("attnc aot") != std::string::npos);
-  CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
+  CHECK(attn::bundleNames() == kRegistered);
 }
 
 TEST_CASE("a bundle with an entry that could not be loaded is refused whole", "[bundle]") {
@@ -124,18 +139,18 @@ TEST_CASE("a bundle with an entry that could not be loaded is refused whole", "[
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=32,target=sm_80", "sm_80"));
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=48,target=sm_80", "sm_80"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 6);
+  REQUIRE(errors.size() == 8);
   CHECK(errors[2] == "bundle damaged: entry 1 has no cubin; its kernels are not used");
   CHECK(errors[3] == "bundle empty: its entries are a null pointer; its kernels are not used");
-  CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
-  CHECK(attn::bundledKernels().size() == 3);
+  CHECK(attn::bundleNames() == kRegistered);
+  CHECK(attn::bundledKernels().size() == 4);
 }
 
 TEST_CASE("a bundle whose entry's launch shape is not the one its cubin says is refused",
           "[bundle]") {
   CHECK_FALSE(attn::findBundledKernel(k128Sm80, "sm_80"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 6);
+  REQUIRE(errors.size() == 8);
   CHECK(errors[4] == "bundle reshaped: entry 0 (" + std::string(k128Sm80) + ")'s cubin's kernels "
                      "were built for threads = 128, and are to be launched with 64 (an edited "
                      "launch shape, or another spec's cubin); its kernels are not used");
@@ -143,5 +158,47 @@ TEST_CASE("a bundle whose entry's launch shape is not the one its cubin says is 
                        "say the launch shape of its kernels (no " + symbol(k128Sm80) +
                        "_launch of 5 ints with its bytes: built by an earlier attnc") !=
         std::string::npos);
-  CHECK(attn::bundleNames() == std::vector<std::string>{"first", "second"});
+  CHECK(attn::bundleNames() == kRegistered);
+}
+
+TEST_CASE("a bundle registered through the C API (bundle.cpp's call) serves like a linked one",
+          "[bundle]") {
+  CHECK(cLinked == ATTNC_OK);
+  const attn::BundleEntry *e = attn::findBundledKernel(kCausalSm80, "sm_80");
+  REQUIRE(e);
+  CHECK(e->cubin == bytes(viaC));
+  CHECK(e->cubin_size == viaC.size());
+  CHECK(e->threads == 128);
+  CHECK(e->shared_bytes == 4096);
+  CHECK(e->params_bytes == kParams);
+  CHECK(std::string(e->arch) == "sm_80");
+}
+
+TEST_CASE("the C API's registration refuses another entry layout and a name taken, with the "
+          "reasons", "[bundle]") {
+  CHECK(cStale == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(cTaken == ATTNC_ERROR_INVALID_ARGUMENT);
+  const std::vector<std::string> errors = attn::bundleErrors();
+  REQUIRE(errors.size() == 8);
+  CHECK(errors[6] == "bundle stale-c: compiled with entries of " +
+                         std::to_string(sizeof(attnc_bundle_entry) - sizeof(size_t)) +
+                         " bytes, this attnc's are " + std::to_string(sizeof(attnc_bundle_entry)) +
+                         " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
+  CHECK(errors[7] == "bundle first: a bundle named 'first' is already registered (linked into the "
+                     "program); build one of them with another name (attnc aot --name); its "
+                     "kernels are not used");
+  // The first "first" keeps its kernels; the refused one added none.
+  const attn::BundleEntry *f = attn::findBundledKernel(k64Sm80, "sm_80");
+  REQUIRE(f);
+  CHECK(f->cubin_size == firstSm80.size());
+  CHECK(attn::bundleNames() == kRegistered);
+  // A call on this thread gets the last one's reason, as attnc_last_error() would.
+  CHECK(attnc_bundle_register(nullptr, cEntries, 1, sizeof cEntries[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() == "bundle (no name): no name; its kernels are not used");
+  CHECK(attnc_bundle_register("none-c", nullptr, 3, sizeof cEntries[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() ==
+        "bundle none-c: its entries are a null pointer; its kernels are not used");
+  CHECK(attn::bundleNames() == kRegistered);
 }

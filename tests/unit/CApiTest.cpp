@@ -185,6 +185,28 @@ TEST_CASE("the C API names what it cannot load as a bundle folder", "[capi]") {
         0);
 }
 
+TEST_CASE("the C API registers a bundle compiled into the program or names why not", "[capi]") {
+  const attnc_bundle_entry blank{};
+  CHECK(attnc_bundle_register("capi-stale", &blank, 1, sizeof blank - 8) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) ==
+        "bundle capi-stale: compiled with entries of " + std::to_string(sizeof blank - 8) +
+            " bytes, this attnc's are " + std::to_string(sizeof blank) +
+            " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
+  CHECK(attnc_bundle_register("capi-blank", &blank, 1, sizeof blank) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind(
+            "bundle capi-blank: its kernels take arguments of 0 bytes, this attnc passes ", 0) == 0);
+  // A bundle of no kernels registers; its name is then taken, for the C API's
+  // folder loads too.
+  CHECK(attnc_bundle_register("capi-none", &blank, 0, sizeof blank) == ATTNC_OK);
+  CHECK(std::string(attnc_last_error()).empty());
+  CHECK(attnc_bundle_register("capi-none", &blank, 0, sizeof blank) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).find("a bundle named 'capi-none' is already registered "
+                                             "(linked into the program)") != std::string::npos);
+}
+
 TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   attnc_runtime *rt = nullptr;
   const attnc_status status = attnc_runtime_create(nullptr, &rt);

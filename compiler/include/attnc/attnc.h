@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 /** The ABI version: raised only when functions or fields are added. */
-#define ATTNC_ABI_VERSION 5
+#define ATTNC_ABI_VERSION 6
 
 typedef enum attnc_status {
   ATTNC_OK = 0,
@@ -143,6 +143,37 @@ ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *
  *  number of kernels the folder holds, all architectures counted. Needs no
  *  GPU. Added in ABI version 5. */
 ATTNC_API attnc_status attnc_bundle_load(const char *dir, int64_t *kernels);
+
+/** One kernel of an AOT bundle compiled into the program: `attnc aot` writes
+ *  a table of these into the bundle folder's bundle.cpp, one per line of its
+ *  manifest.txt, whose columns the fields are. Plain data. Added in ABI
+ *  version 6. */
+typedef struct attnc_bundle_entry {
+  const char *spec;           /**< canonical spec (its target is `arch`'s family) */
+  const char *arch;           /**< what the cubin was built for: "sm_80", "sm_90a", ... */
+  const unsigned char *cubin; /**< the kernel's module */
+  size_t cubin_size;
+  int threads, shared_bytes, merge_threads; /**< the launch shape */
+  int cluster_merge;                        /**< 1: the split merge runs as a cluster */
+  int pair_shared_bytes;                    /**< the pair kernel's (0: none) */
+  const unsigned char *pair_cubin;          /**< the pair kernel's module, or NULL */
+  size_t pair_cubin_size;
+  size_t params_bytes; /**< the size of the kernels' arguments where they were built */
+} attnc_bundle_entry;
+
+/** Registers the kernels of a bundle compiled into the program, for every
+ *  runtime of the process: bundle.cpp calls it at start-up, so that a
+ *  program linked with libattnc.so (or a build tree's C++ runtime) launches
+ *  them with no NVRTC compile. `entries` must live until the process ends;
+ *  `entry_bytes` is sizeof(attnc_bundle_entry) where the table was compiled.
+ *  The same checks as attnc_bundle_load (each cubin defines its spec's
+ *  kernels, built for this attnc's kernel arguments), all or nothing; a
+ *  refused bundle is ATTNC_ERROR_INVALID_ARGUMENT, and its reason is also
+ *  given in the error of every spec that AOT-only mode then finds in no
+ *  bundle. A name registered before (linked in or loaded) is refused too.
+ *  Needs no GPU. Added in ABI version 6. */
+ATTNC_API attnc_status attnc_bundle_register(const char *name, const attnc_bundle_entry *entries,
+                                             size_t count, size_t entry_bytes);
 
 /** Binds to the calling thread's current CUDA context (device 0's primary
  *  context when none is current). cache_dir NULL or "": the default. */

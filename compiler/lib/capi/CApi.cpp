@@ -9,6 +9,7 @@
 #include "attnc/attnc.h"
 
 #include "attnc/Attention.h"
+#include "attnc/Bundle.h"
 #include "attnc/BundleFolder.h"
 #include "attnc/PageAllocator.h"
 #include "attnc/Runtime.h"
@@ -39,19 +40,17 @@ struct attnc_pages {
 
 namespace {
 
-thread_local std::string lastError;
-
 attnc_status fail(attnc_status status, std::string message) {
   // A C string ends at its first NUL: one quoted from a file (a manifest
   // line) would cut the message short, so it is written as \0.
   for (size_t at = message.find('\0'); at != std::string::npos; at = message.find('\0', at + 2))
     message.replace(at, 1, "\\0");
-  lastError = std::move(message);
+  cApiLastError() = std::move(message);
   return status;
 }
 
 attnc_status ok() {
-  lastError.clear();
+  cApiLastError().clear();
   return ATTNC_OK;
 }
 
@@ -184,7 +183,9 @@ const char *attnc_version(void) { return "attnc " ATTNC_VERSION; }
 
 int attnc_abi_version(void) { return ATTNC_ABI_VERSION; }
 
-const char *attnc_last_error(void) { return lastError.c_str(); }
+// (The calling thread's message is kept by the runtime, which defines
+// attnc_bundle_register: attnc/Bundle.h.)
+const char *attnc_last_error(void) { return cApiLastError().c_str(); }
 
 attnc_status attnc_spec_canonical(const char *spec, char *out, size_t outSize) {
   return guarded([&] {

@@ -2,11 +2,12 @@
 //
 // `attnc aot` compiles a list of specs for a list of architectures and
 // writes a C++ source that embeds the cubins and registers them here at
-// static-initialisation time. attn::Runtime looks a spec up in the
+// static-initialisation time (through attnc_bundle_register, the C API's
+// form of BundleRegistration). attn::Runtime looks a spec up in the
 // registered bundles before its cache and NVRTC, so an application that
 // links a bundle launches those kernels with no NVRTC compile; in AOT-only
 // mode (Runtime::setAotOnly) a spec missing from every bundle is an error
-// instead of a JIT compile. A program that cannot compile bundle.cpp in
+// instead of a JIT compile. A program that does not compile bundle.cpp in
 // loads the bundle's folder at run time instead (attnc/BundleFolder.h).
 //
 //===----------------------------------------------------------------------===//
@@ -41,8 +42,10 @@ struct BundleEntry {
 /// initialiser). The entries must live for the whole program. `entry_bytes`
 /// is sizeof(BundleEntry) as the bundle's source saw it: a bundle compiled
 /// against another layout of BundleEntry (an older attnc's header), or
-/// whose entries' params_bytes is not this runtime's, is refused, its
-/// kernels left out, and named by bundleErrors(). (An object
+/// whose entries' params_bytes is not this runtime's, or whose name a bundle
+/// registered before has, is refused, its kernels left out, and named by
+/// bundleErrors(). (`attnc aot` of ABI version 6 on writes a bundle.cpp that
+/// calls the C form, attnc_bundle_register, instead.) (An object
 /// compiled before this argument existed does not link at all.)
 struct BundleRegistration {
   BundleRegistration(const char *name, const BundleEntry *entries, size_t count,
@@ -59,6 +62,12 @@ struct BundleRegistration {
 bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
                           const std::string &origin, const std::string &version,
                           std::string &error, bool &again);
+
+/// The C form of BundleRegistration, attnc_bundle_register (attnc/attnc.h), is
+/// defined by this runtime too, so that one bundle.cpp links with a build
+/// tree's C++ runtime as with libattnc.so; this is the calling thread's
+/// message for attnc_last_error(), which it and the C API set.
+std::string &cApiLastError();
 
 /// The entry of `spec` (canonical form) built for `arch`, or null.
 const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch);

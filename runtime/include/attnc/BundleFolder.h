@@ -3,8 +3,8 @@
 // `attnc aot` writes a bundle folder: cubins/, manifest.txt (one line per
 // kernel: its spec, launch shape, cubin file, size and checksum) and
 // bundle.cpp. An application compiles bundle.cpp in (attnc/Bundle.h); a
-// program that cannot compile C++ against attnc (Python, the C API's other
-// callers) loads the folder instead: loadBundleFolder reads the manifest,
+// program that does not (Python, the C API's attnc_bundle_load) loads the
+// folder instead: loadBundleFolder reads the manifest,
 // checks each cubin against its size and checksum and that it defines the
 // kernels its spec names, and registers the kernels
 // with the same registry, so attn::Runtime finds them before NVRTC.
