@@ -55,18 +55,20 @@ std::vector<std::unique_ptr<Storage>> &kept() {
 bool readAtMost(const std::string &path, size_t most, std::vector<unsigned char> &out, int &err) {
   out.clear();
   err = 0;
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    err = errno;
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    err = EISDIR;
-    return false;
-  }
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Opened without waiting (a FIFO put there would block the open), then
+  // held to what was opened: a file swapped in after a check by name is not read.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     err = errno;
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    err = errno;
+  else if (!S_ISREG(st.st_mode))
+    err = EISDIR;
+  if (err) {
+    close(fd);
     return false;
   }
   // Room for the file as it is now and one byte more (a manifest's size can

@@ -637,8 +637,18 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
   REQUIRE(mkdir((dir + "/manifest.txt").c_str(), 0755) == 0);
   CHECK(refusal(dir).find("manifest.txt is not a file") != std::string::npos);
   rmdir((dir + "/manifest.txt").c_str());
+  // A FIFO at either name would block a plain open and read: named, not waited on.
+  dir = makeFolder("fifo");
+  std::remove((dir + "/cubins/a.cubin").c_str());
+  REQUIRE(mkfifo((dir + "/cubins/a.cubin").c_str(), 0644) == 0);
+  CHECK(refusal(dir).find("manifest.txt:3: cubins/a.cubin is not a file") != std::string::npos);
+  std::remove((dir + "/cubins/a.cubin").c_str());
+  std::remove((dir + "/manifest.txt").c_str());
+  REQUIRE(mkfifo((dir + "/manifest.txt").c_str(), 0644) == 0);
+  CHECK(refusal(dir).find("manifest.txt is not a file") != std::string::npos);
+  std::remove((dir + "/manifest.txt").c_str());
   for (const char *name : {"x", "old", "newer", "broken", "uncanonical", "invalid", "arch",
                            "range", "outside", "stale", "empty", "short", "unpaired",
-                           "twice", "folder"})
+                           "twice", "folder", "manifest-folder", "fifo"})
     CHECK_FALSE(registered(name));
 }
