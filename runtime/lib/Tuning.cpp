@@ -83,15 +83,25 @@ std::string TuningTable::defaultPath() {
 bool TuningTable::load(const std::string &path, std::string &error) {
   if (path.empty())
     return true; // no table anywhere: nothing tuned
-  // A folder opens like an empty file: it would read as nothing tuned.
+  // Only a table that is not there reads as nothing tuned: one that cannot
+  // be read must not, or the next `attnc tune` would save over its entries.
+  // (A folder opens like an empty file.)
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return true; // no file (or a link to none yet): nothing tuned yet
+    error = path + " cannot be read (" + std::strerror(errno) + ")";
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
     error = path + " is not a file";
     return false;
   }
   std::ifstream in(path);
-  if (!in)
-    return true; // no file: nothing tuned yet
+  if (!in) {
+    error = path + " cannot be read (" + std::strerror(errno) + ")";
+    return false;
+  }
   std::map<std::string, Entry> read;
   std::map<std::string, int> lineOf; // each spec's line
   std::string line;
@@ -160,14 +170,17 @@ bool TuningTable::save(const std::string &given, std::string &error) const {
   // A link to the table stays a link: the file it names is replaced (or
   // made, for a link to a file not written yet).
   std::string path = given;
-  for (int hops = 0; hops < 40; ++hops) {
+  for (int hops = 0;; ++hops) {
     struct stat st;
     char target[4096];
     if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
       break;
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
-    if (n <= 0)
-      break;
+    if (n <= 0 || hops == 40) { // (the kernel's own limit on links followed is 40)
+      error = "cannot write the tuning table " + given + " (" +
+              std::strerror(n <= 0 ? errno : ELOOP) + ")";
+      return false;
+    }
     const std::string to(target, n);
     const size_t slash = path.rfind('/');
     path = to[0] == '/' || slash == std::string::npos ? to : path.substr(0, slash + 1) + to;

@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -169,6 +171,30 @@ TEST_CASE("a tuning table saved through a link keeps the link, and a folder is n
   ::rmdir(folder.c_str());
   std::remove(link.c_str());
   std::remove(file.c_str());
+}
+
+TEST_CASE("a table that cannot be read is not taken for an empty one", "[tuning]") {
+  // Two links that name each other: no table can be read or written there,
+  // and neither link is replaced by a file.
+  const std::string a = tempPath("loop-a.txt"), b = tempPath("loop-b.txt");
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+  REQUIRE(::symlink(b.c_str(), a.c_str()) == 0);
+  REQUIRE(::symlink(a.c_str(), b.c_str()) == 0);
+  TuningTable table;
+  std::string error;
+  CHECK_FALSE(table.load(a, error));
+  CHECK(error == a + " cannot be read (" + std::strerror(ELOOP) + ")");
+  table.set(parsed("mask=causal"), {64, 64}, "");
+  CHECK_FALSE(table.save(a, error));
+  CHECK(error == "cannot write the tuning table " + a + " (" + std::strerror(ELOOP) + ")");
+  CHECK_FALSE(TuningTable::record(a, parsed("mask=causal"), {64, 64}, "", error));
+  struct stat st;
+  REQUIRE(::lstat(a.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+  std::remove((a + ".lock").c_str());
 }
 
 TEST_CASE("a link planted at the table's temporary name writes nothing it names", "[tuning]") {
