@@ -243,10 +243,13 @@ std::string bundleSource(const std::string &name, const std::vector<Job> &jobs) 
       << (jobs[i].binary.pairCubin.empty() ? "nullptr, 0" : pair + ", sizeof " + pair)
       << ", " << sizeof(attn::kernel::Params) << "},\n";
   }
-  o << "};\n\n// Registered at start-up, before main().\n[[maybe_unused]] const attnc_status "
-       "registered =\n    attnc_bundle_register(\""
-    << name << "\", entries, sizeof entries / sizeof entries[0], sizeof entries[0]);\n"
-    << "} // namespace\n";
+  // (A constructor rather than a variable that holds the status: no compiler
+  // or standard warns of it unused.)
+  o << "};\n\n// Registered at start-up, before main(); a refusal is said on stderr.\n"
+    << "struct Registration {\n  Registration() {\n"
+    << "    attnc_bundle_register(\"" << name
+    << "\", entries, sizeof entries / sizeof entries[0], sizeof entries[0]);\n"
+    << "  }\n} registration;\n} // namespace\n";
   return o.str();
 }
 } // namespace

@@ -119,18 +119,35 @@ LaunchColumns launchColumns(long long threads, long long sharedBytes, long long 
   return c;
 }
 
-/// bundle.cpp's entries[] (`source` with LF line ends), its lines that are
-/// not entries in `bad`; "" or why there is no whole entries[] list.
+/// The two forms of bundle.cpp: through the C API (ABI 6 on), and the C++
+/// runtime's of earlier attnc's. An entry's line is the same in both.
+struct SourceForm {
+  const char *entries;      ///< the entries' type
+  const char *list;         ///< the line that opens entries[]
+  const char *registration; ///< how the registration's line starts, before the name
+  const char *tail;         ///< and how it ends after it: all of entries[]
+};
+const SourceForm kSourceForms[] = {
+    {"attnc_bundle_entry", "const attnc_bundle_entry entries[] = {", "attnc_bundle_register(\"",
+     "\", entries, sizeof entries / sizeof entries[0], sizeof entries[0]);"},
+    {"attn::BundleEntry", "const attn::BundleEntry entries[] = {",
+     "const attn::BundleRegistration registration(\"",
+     "\", entries, sizeof entries / sizeof entries[0]);"}};
+
+/// bundle.cpp's entries[] (`source` with LF line ends) and its form, its lines
+/// that are not entries in `bad`; "" or why there is no whole entries[] list.
 std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &entries,
-                          std::vector<int> &bad) {
+                          std::vector<int> &bad, const SourceForm *&form) {
   std::istringstream in(source);
   bool inEntries = false;
   int number = 0;
   for (std::string text; std::getline(in, text);) {
     ++number;
     if (!inEntries) {
-      inEntries = text == "const attnc_bundle_entry entries[] = {" ||
-                  text == "const attn::BundleEntry entries[] = {"; // an earlier attnc's
+      for (const SourceForm &f : kSourceForms)
+        if (text == f.list)
+          form = &f;
+      inEntries = form != nullptr;
       continue;
     }
     if (text == "};")
@@ -166,8 +183,12 @@ int verifyBundle(const std::string &dir) {
     return fail(dir + (llvm::sys::fs::exists(dir) ? " is not a folder" : " does not exist") +
                 ": --verify takes the bundle folder `attnc aot -o` wrote");
   if (!manifest.is_open() || !manifest) {
-    std::ifstream probe(manifestPath); // what stops it: missing, not a file, permissions
-    const int err = errno;
+    // What stops it: missing, not a file (not opened: a FIFO would block), permissions.
+    int err = 0;
+    if (llvm::sys::fs::is_regular_file(manifestPath)) {
+      std::ifstream probe(manifestPath);
+      err = errno;
+    }
     return fail(manifestPath + ": cannot open: " +
                 (!llvm::sys::fs::exists(manifestPath) ? "the folder has none (not a bundle folder?)"
                  : !llvm::sys::fs::is_regular_file(manifestPath) ? "it is not a file"
@@ -220,39 +241,43 @@ int verifyBundle(const std::string &dir) {
     for (char c : text.str())
       if (c != '\r')
         source += c;
-    // Its registration, at the start of a line: the manifest's bundle, all of
-    // entries[]. Through the C API (ABI 6 on), or an earlier attnc's C++ one.
-    struct Form {
-      const char *head, *tail;
-    };
-    const Form forms[] = {
-        {"\n    attnc_bundle_register(\"",
-         "\", entries, sizeof entries / sizeof entries[0], sizeof entries[0]);"},
-        {"\nconst attn::BundleRegistration registration(\"",
-         "\", entries, sizeof entries / sizeof entries[0]);"}};
-    const Form *form = nullptr;
-    size_t at = std::string::npos;
-    for (const Form &f : forms)
-      if (!form && (at = source.find(f.head)) != std::string::npos)
-        form = &f;
-    const std::string reg = form ? form->head : "";
-    const size_t close = at == std::string::npos ? at : source.find('"', at + reg.size());
-    const size_t end = close == std::string::npos ? close : source.find('\n', close);
+    // Its registration, on a line of its own: the manifest's bundle, all of
+    // entries[]. Through the C API (ABI 6 on), or an earlier attnc's C++ one;
+    // the form of the entries[] list (sourceEntries) must be the same one.
+    const SourceForm *form = nullptr;
+    std::string call; // the registration's line, its indent dropped
+    {
+      std::istringstream lines(source);
+      for (std::string text; !form && std::getline(lines, text);) {
+        text.erase(0, text.find_first_not_of(" \t"));
+        for (const SourceForm &f : kSourceForms)
+          if (text.rfind(f.registration, 0) == 0) {
+            form = &f;
+            call = text;
+          }
+      }
+    }
     const std::string registered =
-        close == std::string::npos ? "" : source.substr(at + reg.size(), close - at - reg.size());
-    if (close == std::string::npos)
-      problem(sourcePath, " has no bundle registration (attnc_bundle_register(...) at the start "
-                          "of a line)");
+        form ? call.substr(std::strlen(form->registration),
+                           call.find('"', std::strlen(form->registration)) -
+                               std::strlen(form->registration))
+             : "";
+    if (!form)
+      problem(sourcePath, " has no bundle registration (a line `attnc_bundle_register(\"NAME\", "
+                          "entries, ...);`)");
     else if (registered != head.name)
       problem(sourcePath, " registers the bundle '" + registered + "', the manifest names it '" +
                               head.name + "'");
-    else if (source.compare(close, end - close, form->tail) != 0)
-      problem(sourcePath, " registers other than all of entries[]: " +
-                              source.substr(source.find_first_not_of(" \n", at),
-                                            end - source.find_first_not_of(" \n", at)));
+    else if (call != form->registration + registered + form->tail)
+      problem(sourcePath, " registers other than all of entries[]: " + call);
     std::vector<int> bad;
-    if (std::string why = sourceEntries(source, entries, bad); !why.empty())
+    const SourceForm *listForm = nullptr;
+    if (std::string why = sourceEntries(source, entries, bad, listForm); !why.empty())
       problem(sourcePath, why);
+    else if (form && listForm != form)
+      problem(sourcePath, std::string(" lists its entries as ") + listForm->entries +
+                              " but registers them as " + form->entries +
+                              " entries (mixed forms: it does not compile)");
     else
       linkable = true;
     for (int number : bad)

@@ -6,6 +6,8 @@
 
 #include "attn/params.cuh"
 
+#include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,16 +36,21 @@ Registry &registry() {
 /// Why a bundle's entries, of `got` bytes each where it was compiled, cannot be
 /// read as this attnc's of `want` bytes: none of them is used.
 std::string otherLayout(const char *name, size_t got, size_t want) {
-  return "bundle " + std::string(name) + ": compiled with entries of " + std::to_string(got) +
+  return "bundle " + std::string(name ? name : "(no name)") + ": compiled with entries of " +
+         std::to_string(got) +
          " bytes, this attnc's are " + std::to_string(want) +
          " (regenerate it with this attnc's `attnc aot`); its kernels are not used";
 }
 
-/// Keeps why a linked bundle was refused, for bundleErrors().
-void keepRefusal(const std::string &why) {
+/// Keeps why a linked bundle was refused, for bundleErrors(), and says it on
+/// stderr: a program that is not in AOT-only mode would otherwise compile
+/// the bundle's kernels with NVRTC without a word. Returns `why`.
+std::string keepRefusal(std::string why) {
+  std::fprintf(stderr, "attnc: warning: %s\n", why.c_str());
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.errors.push_back(why);
+  return why;
 }
 
 /// Why a bundle's entries cannot be used (the whole bundle is refused), or "".
@@ -119,16 +126,19 @@ std::string nameTaken(const Registry &r, const char *name) {
 /// for bundleErrors() and returns it.
 std::string registerLinked(const char *name, const BundleEntry *entries, size_t count,
                            size_t entry_bytes) {
-  Registry &r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  std::string why = refusal(name, entries, count, entry_bytes);
-  if (why.empty() && !(why = nameTaken(r, name)).empty())
-    why = "bundle " + std::string(name) + ": " + why + "; its kernels are not used";
-  if (!why.empty())
-    r.errors.push_back(why);
-  else
-    add(r, name, entries, count, "", "");
-  return why;
+  std::string why;
+  {
+    Registry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    why = refusal(name, entries, count, entry_bytes);
+    if (why.empty() && !(why = nameTaken(r, name)).empty())
+      why = "bundle " + std::string(name) + ": " + why + "; its kernels are not used";
+    if (why.empty()) {
+      add(r, name, entries, count, "", "");
+      return why;
+    }
+  }
+  return keepRefusal(why);
 }
 } // namespace
 
@@ -202,28 +212,37 @@ extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bund
     attn::cApiLastError() = why;
     return why.empty() ? ATTNC_OK : ATTNC_ERROR_INVALID_ARGUMENT;
   };
-  if (name && entries && entry_bytes != sizeof(attnc_bundle_entry)) {
-    const std::string why = attn::otherLayout(name, entry_bytes, sizeof(attnc_bundle_entry));
-    attn::keepRefusal(why);
-    return status(why);
-  }
-  // In the C++ runtime's own form (attn::BundleEntry), kept like the
-  // caller's table until the process ends. (Null entries stay null: the
-  // registration names them.)
-  const BundleEntry *table = nullptr;
-  if (entries && count) {
-    static std::mutex keptMutex;
-    static auto *kept = new std::vector<std::unique_ptr<BundleEntry[]>>();
-    std::lock_guard<std::mutex> lock(keptMutex);
-    BundleEntry *copy = kept->emplace_back(new BundleEntry[count]).get();
-    for (size_t i = 0; i < count; ++i) {
-      const attnc_bundle_entry &e = entries[i];
-      copy[i] = BundleEntry{e.spec,          e.arch,           e.cubin,
-                            e.cubin_size,    e.threads,        e.shared_bytes,
-                            e.merge_threads, e.cluster_merge,  e.pair_shared_bytes,
-                            e.pair_cubin,    e.pair_cubin_size, e.params_bytes};
+  // Nothing is read from a table of another layout, whatever else is wrong.
+  if (entries && entry_bytes != sizeof(attnc_bundle_entry))
+    return status(attn::keepRefusal(attn::otherLayout(name, entry_bytes,
+                                                      sizeof(attnc_bundle_entry))));
+  if (entries && count > SIZE_MAX / sizeof(attnc_bundle_entry))
+    return status(attn::keepRefusal(
+        "bundle " + std::string(name ? name : "(no name)") + ": " + std::to_string(count) +
+        " entries do not fit in memory (a wrong count); its kernels are not used"));
+  try {
+    // In the C++ runtime's own form (attn::BundleEntry), kept like the
+    // caller's table until the process ends. (Null entries stay null: the
+    // registration names them.)
+    const BundleEntry *table = nullptr;
+    if (entries && count) {
+      static std::mutex keptMutex;
+      static auto *kept = new std::vector<std::unique_ptr<BundleEntry[]>>();
+      std::lock_guard<std::mutex> lock(keptMutex);
+      BundleEntry *copy = kept->emplace_back(new BundleEntry[count]).get();
+      for (size_t i = 0; i < count; ++i) {
+        const attnc_bundle_entry &e = entries[i];
+        copy[i] = BundleEntry{e.spec,          e.arch,           e.cubin,
+                              e.cubin_size,    e.threads,        e.shared_bytes,
+                              e.merge_threads, e.cluster_merge,  e.pair_shared_bytes,
+                              e.pair_cubin,    e.pair_cubin_size, e.params_bytes};
+      }
+      table = copy;
     }
-    table = copy;
+    return status(attn::registerLinked(name, table, count, sizeof(BundleEntry)));
+  } catch (const std::exception &e) { // no C++ exception crosses the C boundary
+    return status(attn::keepRefusal("bundle " + std::string(name ? name : "(no name)") +
+                                    ": cannot be registered (" + e.what() +
+                                    "); its kernels are not used"));
   }
-  return status(attn::registerLinked(name, table, count, sizeof(BundleEntry)));
 }

@@ -57,7 +57,7 @@ bool readAtMost(const std::string &path, size_t most, std::vector<unsigned char>
   err = 0;
   // Opened without waiting (a FIFO put there would block the open), then
   // held to what was opened: a file swapped in after a check by name is not read.
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     err = errno;
     return false;

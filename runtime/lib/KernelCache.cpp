@@ -181,7 +181,7 @@ bool KernelCache::readEntry(const std::string &key, bool pairProgram, CudaBinary
   // Only a regular file, not through a link: a pipe planted in the folder
   // would block the open, and /dev/zero would be read without end. Read whole
   // (an entry is a header and at most two cubins of up to 1 GiB each).
-  const int fd = open(path(key).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  const int fd = open(path(key).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0)
     return false;
   std::string contents;

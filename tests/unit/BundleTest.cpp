@@ -200,5 +200,17 @@ TEST_CASE("the C API's registration refuses another entry layout and a name take
         ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError() ==
         "bundle none-c: its entries are a null pointer; its kernels are not used");
+  // A table of another layout is not read, named or not (16 bytes: fewer
+  // than one entry of this layout); nor is one of a count that no memory holds.
+  const unsigned char small[16] = {};
+  CHECK(attnc_bundle_register(nullptr, reinterpret_cast<const attnc_bundle_entry *>(small), 1,
+                              sizeof small) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError().rfind("bundle (no name): compiled with entries of 16 bytes", 0) ==
+        0);
+  CHECK(attnc_bundle_register("huge-c", cEntries, SIZE_MAX / 64, sizeof cEntries[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() == "bundle huge-c: " + std::to_string(SIZE_MAX / 64) +
+                                     " entries do not fit in memory (a wrong count); its "
+                                     "kernels are not used");
   CHECK(attn::bundleNames() == kRegistered);
 }

@@ -163,15 +163,19 @@ typedef struct attnc_bundle_entry {
 
 /** Registers the kernels of a bundle compiled into the program, for every
  *  runtime of the process: bundle.cpp calls it at start-up, so that a
- *  program linked with libattnc.so (or a build tree's C++ runtime) launches
- *  them with no NVRTC compile. `entries` must live until the process ends;
- *  `entry_bytes` is sizeof(attnc_bundle_entry) where the table was compiled.
+ *  program linked with libattnc.so (or a build tree's C++ runtime, which
+ *  defines it too: a program takes attnc one way, not both) launches them
+ *  with no NVRTC compile. `entries` must live until the process ends.
+ *  `entry_bytes` is sizeof(attnc_bundle_entry) where the table was compiled,
+ *  and must be this header's: a table of another layout is refused unread
+ *  (unlike attnc_args and attnc_call, this struct is not extended by size).
  *  The same checks as attnc_bundle_load (each cubin defines its spec's
  *  kernels, built for this attnc's kernel arguments), all or nothing; a
- *  refused bundle is ATTNC_ERROR_INVALID_ARGUMENT, and its reason is also
- *  given in the error of every spec that AOT-only mode then finds in no
- *  bundle. A name registered before (linked in or loaded) is refused too.
- *  Needs no GPU. Added in ABI version 6. */
+ *  name registered before (linked in or loaded) is refused too. A refused
+ *  bundle is ATTNC_ERROR_INVALID_ARGUMENT, and its reason is said on stderr
+ *  ("attnc: warning: bundle NAME: ...", since bundle.cpp's call at start-up
+ *  has no caller to tell) and in the error of every spec that AOT-only mode
+ *  then finds in no bundle. Needs no GPU. Added in ABI version 6. */
 ATTNC_API attnc_status attnc_bundle_register(const char *name, const attnc_bundle_entry *entries,
                                              size_t count, size_t entry_bytes);
 
