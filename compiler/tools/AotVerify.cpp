@@ -22,8 +22,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <string>
 #include <vector>
 
@@ -123,21 +123,34 @@ LaunchColumns launchColumns(long long threads, long long sharedBytes, long long 
 /// runtime's of earlier attnc's. An entry's line is the same in both.
 struct SourceForm {
   const char *entries;      ///< the entries' type
+  const char *include;      ///< the one preprocessor line
   const char *list;         ///< the line that opens entries[]
   const char *registration; ///< how the registration's line starts, before the name
   const char *tail;         ///< and how it ends after it: all of entries[]
+  /// The lines after entries[] (indent, blank lines and comments aside),
+  /// "@" for the registration's, then null.
+  const char *after[7];
 };
 const SourceForm kSourceForms[] = {
-    {"attnc_bundle_entry", "const attnc_bundle_entry entries[] = {", "attnc_bundle_register(\"",
-     "\", entries, sizeof entries / sizeof entries[0], sizeof entries[0]);"},
-    {"attn::BundleEntry", "const attn::BundleEntry entries[] = {",
+    {"attnc_bundle_entry",
+     "#include \"attnc/attnc.h\"",
+     "const attnc_bundle_entry entries[] = {",
+     "attnc_bundle_register(\"",
+     "\", entries, sizeof entries / sizeof entries[0], sizeof entries[0]);",
+     {"struct Registration {", "Registration() {", "@", "}", "} registration;", "} // namespace",
+      nullptr}},
+    {"attn::BundleEntry",
+     "#include \"attnc/Bundle.h\"",
+     "const attn::BundleEntry entries[] = {",
      "const attn::BundleRegistration registration(\"",
-     "\", entries, sizeof entries / sizeof entries[0]);"}};
+     "\", entries, sizeof entries / sizeof entries[0]);",
+     {"@", "} // namespace", nullptr}}};
 
-/// bundle.cpp's entries[] (`source` with LF line ends) and its form, its lines
-/// that are not entries in `bad`; "" or why there is no whole entries[] list.
+/// bundle.cpp's entries[] (`source` with LF line ends), its form and the
+/// number of the line that closes it, its lines that are not entries in
+/// `bad`; "" or why there is no whole entries[] list.
 std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &entries,
-                          std::vector<int> &bad, const SourceForm *&form) {
+                          std::vector<int> &bad, const SourceForm *&form, int &listEnd) {
   std::istringstream in(source);
   bool inEntries = false;
   int number = 0;
@@ -150,8 +163,10 @@ std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &e
       inEntries = form != nullptr;
       continue;
     }
-    if (text == "};")
+    if (text == "};") {
+      listEnd = number;
       return "";
+    }
     SourceEntry e;
     e.line = number;
     if (parseSourceEntry(text, e))
@@ -161,6 +176,88 @@ std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &e
   }
   return inEntries ? " ends inside its entries[] list (cut short?)"
                    : " has no entries[] list of kernels";
+}
+
+/// What in bundle.cpp (`source`, LF line ends) around its entries[] is not
+/// what `attnc aot` writes for bundle `name`, as (line, problem) pairs (line
+/// 0: the file): one registration of all of entries[] in the entries' form
+/// (`form`, null where there is no whole list), no preprocessor line but the
+/// include, and the lines after entries[] (which closes at `listEnd`) as
+/// written, none missing (a file cut short) and none added.
+std::vector<std::pair<int, std::string>> sourceFrame(const std::string &source,
+                                                     const SourceForm *form, int listEnd,
+                                                     const std::string &name) {
+  std::vector<std::pair<int, std::string>> problems;
+  struct Line {
+    int number;
+    std::string text; ///< its indent dropped
+  };
+  std::vector<Line> code, calls; // lines that are not blank or comments; registrations
+  const SourceForm *callForm = nullptr;
+  {
+    std::istringstream in(source);
+    int number = 0;
+    for (std::string text; std::getline(in, text);) {
+      ++number;
+      text.erase(0, text.find_first_not_of(" \t"));
+      if (text.empty() || text.rfind("//", 0) == 0)
+        continue;
+      code.push_back({number, text});
+      for (const SourceForm &f : kSourceForms)
+        if (const size_t at = text.find(f.registration); at == 0) {
+          calls.push_back(code.back());
+          callForm = callForm ? callForm : &f;
+        } else if (at != std::string::npos) {
+          problems.push_back({number, "a registration on a line with other code (attnc aot "
+                                      "writes it on a line of its own): " + text});
+        }
+      if (text[0] == '#' && text != (form ? form->include : kSourceForms[0].include))
+        problems.push_back({number, "a preprocessor line attnc aot does not write: " + text});
+    }
+  }
+  if (calls.empty()) {
+    problems.push_back({0, "has no bundle registration (a line `attnc_bundle_register(\"NAME\", "
+                           "entries, ...);`)"});
+    return problems;
+  }
+  for (size_t i = 1; i < calls.size(); ++i)
+    problems.push_back({calls[i].number, "a second registration (line " +
+                                             std::to_string(calls[0].number) +
+                                             " registers the bundle): " + calls[i].text});
+  const Line &call = calls[0];
+  const size_t open = std::strlen(callForm->registration);
+  const std::string registered = call.text.substr(open, call.text.find('"', open) - open);
+  if (registered != name)
+    problems.push_back({0, "registers the bundle '" + registered + "', the manifest names it '" +
+                               name + "'"});
+  else if (call.text != callForm->registration + registered + callForm->tail)
+    problems.push_back({0, "registers other than all of entries[]: " + call.text});
+  if (!form)
+    return problems;
+  if (callForm != form) {
+    problems.push_back({0, std::string("lists its entries as ") + form->entries +
+                               " but registers them as " + callForm->entries +
+                               " entries (mixed forms: it does not compile)"});
+    return problems;
+  }
+  // The lines after entries[], as written.
+  size_t at = 0;
+  while (at < code.size() && code[at].number <= listEnd)
+    ++at;
+  const char *const *expected = form->after;
+  for (; *expected && at < code.size(); ++expected, ++at) {
+    const std::string want = std::string(*expected) == "@" ? call.text : *expected;
+    if (code[at].text != want) {
+      problems.push_back({code[at].number, "'" + code[at].text + "' where attnc aot writes '" +
+                                               want + "'"});
+      return problems;
+    }
+  }
+  if (*expected)
+    problems.push_back({0, std::string("ends before its line '") + *expected + "' (cut short?)"});
+  else if (at < code.size())
+    problems.push_back({code[at].number, "'" + code[at].text + "' after the end attnc aot writes"});
+  return problems;
 }
 
 } // namespace
@@ -175,25 +272,25 @@ std::string sourceEntries(const std::string &source, std::vector<SourceEntry> &e
 /// bundle of another attnc has its own, which goes with its cubins).
 int verifyBundle(const std::string &dir) {
   const std::string manifestPath = dir + "/manifest.txt";
-  // A regular file only: a FIFO would block the read.
-  std::ifstream manifest;
-  if (llvm::sys::fs::is_regular_file(manifestPath))
-    manifest.open(manifestPath, std::ios::binary);
   if (!llvm::sys::fs::is_directory(dir))
     return fail(dir + (llvm::sys::fs::exists(dir) ? " is not a folder" : " does not exist") +
                 ": --verify takes the bundle folder `attnc aot -o` wrote");
-  if (!manifest.is_open() || !manifest) {
-    // What stops it: missing, not a file (not opened: a FIFO would block), permissions.
-    int err = 0;
-    if (llvm::sys::fs::is_regular_file(manifestPath)) {
-      std::ifstream probe(manifestPath);
-      err = errno;
-    }
+  // Read as the loader reads it (a regular file only, not waited on).
+  std::vector<unsigned char> manifestBytes;
+  int err = 0;
+  if (!readRegularFile(manifestPath, kManifestMaxBytes + 1, manifestBytes, err)) {
+    struct stat st;
     return fail(manifestPath + ": cannot open: " +
-                (!llvm::sys::fs::exists(manifestPath) ? "the folder has none (not a bundle folder?)"
-                 : !llvm::sys::fs::is_regular_file(manifestPath) ? "it is not a file"
-                                                                 : std::strerror(err)));
+                (err == ENOENT && ::lstat(manifestPath.c_str(), &st) != 0
+                     ? "the folder has none (not a bundle folder?)"
+                 : err == ENOENT ? "it is a link to nothing"
+                 : err == EISDIR ? "it is not a file"
+                                 : std::strerror(err)));
   }
+  if (manifestBytes.size() > kManifestMaxBytes)
+    return fail(manifestPath + " is over " + std::to_string(kManifestMaxBytes >> 20) +
+                " MiB: not a manifest attnc aot writes");
+  std::istringstream manifest(std::string(manifestBytes.begin(), manifestBytes.end()));
   std::string why;
   ManifestHead head;
   if (!readManifestHead(manifest, head, why))
@@ -227,59 +324,36 @@ int verifyBundle(const std::string &dir) {
 
   // bundle.cpp is what an application links; a folder that is only loaded needs none.
   const std::string sourcePath = dir + "/bundle.cpp";
-  const bool hasSource = llvm::sys::fs::exists(sourcePath);
+  struct stat sourceStat;
+  const bool hasSource = ::lstat(sourcePath.c_str(), &sourceStat) == 0; // a link to nothing too
   bool linkable = false; // bundle.cpp read, its entries[] found: compared line by line
   std::string source;
   std::vector<SourceEntry> entries;
-  if (hasSource && !llvm::sys::fs::is_regular_file(sourcePath)) {
-    problem(sourcePath, " is not a file");
+  std::vector<unsigned char> sourceBytes;
+  constexpr size_t kSourceMaxBytes = size_t(1) << 31; // 2 GiB: no compiler takes more
+  if (hasSource && !readRegularFile(sourcePath, kSourceMaxBytes + 1, sourceBytes, err)) {
+    problem(sourcePath, err == ENOENT ? " is a link to nothing" : unreadableFile("", err));
+  } else if (hasSource && sourceBytes.size() > kSourceMaxBytes) {
+    problem(sourcePath, " is over 2 GiB: not a bundle.cpp attnc aot writes");
   } else if (hasSource) {
-    std::ifstream in(sourcePath, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
     // CRLF line ends (a checkout that converts them) compile the same: read as LF.
-    for (char c : text.str())
+    source.reserve(sourceBytes.size());
+    for (unsigned char c : sourceBytes)
       if (c != '\r')
-        source += c;
-    // Its registration, on a line of its own: the manifest's bundle, all of
-    // entries[]. Through the C API (ABI 6 on), or an earlier attnc's C++ one;
-    // the form of the entries[] list (sourceEntries) must be the same one.
-    const SourceForm *form = nullptr;
-    std::string call; // the registration's line, its indent dropped
-    {
-      std::istringstream lines(source);
-      for (std::string text; !form && std::getline(lines, text);) {
-        text.erase(0, text.find_first_not_of(" \t"));
-        for (const SourceForm &f : kSourceForms)
-          if (text.rfind(f.registration, 0) == 0) {
-            form = &f;
-            call = text;
-          }
-      }
-    }
-    const std::string registered =
-        form ? call.substr(std::strlen(form->registration),
-                           call.find('"', std::strlen(form->registration)) -
-                               std::strlen(form->registration))
-             : "";
-    if (!form)
-      problem(sourcePath, " has no bundle registration (a line `attnc_bundle_register(\"NAME\", "
-                          "entries, ...);`)");
-    else if (registered != head.name)
-      problem(sourcePath, " registers the bundle '" + registered + "', the manifest names it '" +
-                              head.name + "'");
-    else if (call != form->registration + registered + form->tail)
-      problem(sourcePath, " registers other than all of entries[]: " + call);
+        source += static_cast<char>(c);
+    std::vector<unsigned char>().swap(sourceBytes);
+    // Its entries[], then what is around them: one registration of the
+    // manifest's bundle, in the entries' form, the file's end as written.
     std::vector<int> bad;
-    const SourceForm *listForm = nullptr;
-    if (std::string why = sourceEntries(source, entries, bad, listForm); !why.empty())
+    const SourceForm *form = nullptr;
+    int listEnd = 0;
+    const std::string why = sourceEntries(source, entries, bad, form, listEnd);
+    if (!why.empty())
       problem(sourcePath, why);
-    else if (form && listForm != form)
-      problem(sourcePath, std::string(" lists its entries as ") + listForm->entries +
-                              " but registers them as " + form->entries +
-                              " entries (mixed forms: it does not compile)");
-    else
-      linkable = true;
+    const auto frame = sourceFrame(source, why.empty() ? form : nullptr, listEnd, head.name);
+    for (const auto &[number, what] : frame)
+      problem(sourcePath + (number ? ":" + std::to_string(number) + ": " : " "), what);
+    linkable = why.empty(); // (the entries are compared whatever is around them)
     for (int number : bad)
       problem(sourcePath + ":" + std::to_string(number), ": not an entry attnc aot writes");
   }
@@ -332,15 +406,13 @@ int verifyBundle(const std::string &dir) {
         return true;
       // The file read whole only where it is a regular file of the array's size.
       std::vector<char> embedded, whole;
-      uint64_t fileSize = 0;
+      std::vector<unsigned char> read;
+      int readErr = 0;
       if (entry && !array.empty() && embeddedArray(source, array, embedded) &&
-          !embedded.empty() && llvm::sys::fs::is_regular_file(dir + "/" + file) &&
-          !llvm::sys::fs::file_size(dir + "/" + file, fileSize) && fileSize == embedded.size()) {
-        std::ifstream in(dir + "/" + file, std::ios::binary);
-        whole.resize(embedded.size());
-        if (!in.read(whole.data(), static_cast<std::streamsize>(whole.size())))
-          whole.clear();
-      }
+          !embedded.empty() &&
+          readRegularFile(dir + "/" + file, embedded.size() + 1, read, readErr) &&
+          read.size() == embedded.size())
+        whole.assign(read.begin(), read.end());
       if (!whole.empty() && embedded == whole) {
         problem(where, "the manifest says " + std::to_string(size) + " bytes, " + sum + " for " +
                            file + ", but the file and bundle.cpp's " + array + " agree on " +

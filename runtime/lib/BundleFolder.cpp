@@ -49,10 +49,20 @@ std::vector<std::unique_ptr<Storage>> &kept() {
   return *storages;
 }
 
-/// Up to `most` bytes of the regular file at `path` into `out`; false with
-/// errno's value in `err` (EISDIR for a folder or anything else that is not
-/// a regular file: a FIFO would block, a device never end).
-bool readAtMost(const std::string &path, size_t most, std::vector<unsigned char> &out, int &err) {
+/// A cubin path a manifest may name: inside the folder.
+bool insideFolder(const std::string &path) {
+  if (path.empty() || path[0] == '/')
+    return false;
+  std::istringstream parts(path);
+  for (std::string part; std::getline(parts, part, '/');)
+    if (part == "..")
+      return false;
+  return true;
+}
+} // namespace
+
+bool readRegularFile(const std::string &path, size_t most, std::vector<unsigned char> &out,
+                     int &err) {
   out.clear();
   err = 0;
   // Opened without waiting (a FIFO put there would block the open), then
@@ -92,24 +102,11 @@ bool readAtMost(const std::string &path, size_t most, std::vector<unsigned char>
   return err == 0;
 }
 
-/// What readAtMost's error means for `what`.
-std::string unreadable(const std::string &what, int err) {
+std::string unreadableFile(const std::string &what, int err) {
   return what + (err == ENOENT ? " is missing"
                  : err == EISDIR ? " is not a file"
                                  : " cannot be read (" + std::string(std::strerror(err)) + ")");
 }
-
-/// A cubin path a manifest may name: inside the folder.
-bool insideFolder(const std::string &path) {
-  if (path.empty() || path[0] == '/')
-    return false;
-  std::istringstream parts(path);
-  for (std::string part; std::getline(parts, part, '/');)
-    if (part == "..")
-      return false;
-  return true;
-}
-} // namespace
 
 std::string manifestColumns(int format) { return format == 1 ? kColumns1 : kColumns2; }
 
@@ -321,8 +318,8 @@ bool readManifestCubin(const std::string &dir, const std::string &file, long lon
   // No more than one byte past the manifest's size: enough to tell a longer file.
   const size_t most = static_cast<size_t>(std::max(0LL, std::min(bytes, 1LL << 34))) + 1;
   int err = 0;
-  if (!readAtMost(dir + "/" + file, most, out, err)) {
-    why = unreadable(file, err);
+  if (!readRegularFile(dir + "/" + file, most, out, err)) {
+    why = unreadableFile(file, err);
     return false;
   }
   if (static_cast<long long>(out.size()) != bytes ||
@@ -362,7 +359,7 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
   const std::string manifestPath = dir + "/manifest.txt";
   std::vector<unsigned char> bytes;
   int err = 0;
-  if (!readAtMost(manifestPath, size_t(1) << 26, bytes, err)) { // 64 MiB: ~200k kernel lines
+  if (!readRegularFile(manifestPath, kManifestMaxBytes + 1, bytes, err)) {
     struct stat st;
     const bool folder = ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     error = err == ENOENT || err == ENOTDIR
@@ -371,7 +368,12 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
                                 "writes one)"
                               : dir + (::access(dir.c_str(), F_OK) == 0 ? " is not a folder"
                                                                          : " does not exist"))
-                : unreadable(manifestPath, err);
+                : unreadableFile(manifestPath, err);
+    return false;
+  }
+  if (bytes.size() > kManifestMaxBytes) {
+    error = manifestPath + " is over " + std::to_string(kManifestMaxBytes >> 20) +
+            " MiB: not a manifest attnc aot writes";
     return false;
   }
   const std::string text(bytes.begin(), bytes.end());

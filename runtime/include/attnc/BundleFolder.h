@@ -108,6 +108,20 @@ std::string checkCubinKernels(const ManifestLine &m, int format,
                               const std::vector<unsigned char> &cubin,
                               const std::vector<unsigned char> &pairCubin);
 
+/// Up to `most` bytes of the regular file at `path` into `out`, read without
+/// waiting on what is not one: false with errno's value in `err` (EISDIR for
+/// a folder or anything else that is not a regular file: a FIFO would block
+/// the read, a device never end it). Held to the file it opened: one swapped
+/// in at the name after a check is not read.
+bool readRegularFile(const std::string &path, size_t most, std::vector<unsigned char> &out,
+                     int &err);
+/// `what` and what readRegularFile's `err` means for it: " is missing",
+/// " is not a file" or " cannot be read (the system's reason)".
+std::string unreadableFile(const std::string &what, int err);
+/// The most of a manifest that is read (64 MiB: ~200k kernel lines); a
+/// longer one is refused.
+constexpr size_t kManifestMaxBytes = size_t(1) << 26;
+
 /// 64-bit FNV-1a (offset basis 14695981039346656037), the manifest's
 /// checksum of each cubin, as 16 hex digits.
 std::string fnv1aHex(const void *bytes, size_t size);
