@@ -2,6 +2,7 @@
 
 #include "attnc/Tuning.h"
 
+#include "attnc/BundleFolder.h"
 #include "attnc/KernelCache.h"
 
 #include "NewFile.h"
@@ -80,28 +81,54 @@ std::string TuningTable::defaultPath() {
   return dir.empty() ? "" : dir + "/tuning.txt";
 }
 
+namespace {
+/// The most of a tuning table that is read: one line per spec tuned, ~150
+/// bytes each.
+constexpr size_t kMaxTableBytes = size_t(16) << 20;
+
+/// A line of the table as a message quotes it: at most 80 characters, and
+/// what does not print (a binary file's bytes, a NUL) as \xNN.
+std::string shown(const std::string &line) {
+  std::string out = "'";
+  for (size_t i = 0; i < line.size() && i < 80; ++i) {
+    const unsigned char c = static_cast<unsigned char>(line[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out + (line.size() > 80 ? "'... (" + std::to_string(line.size()) + " bytes)" : "'");
+}
+} // namespace
+
 bool TuningTable::load(const std::string &path, std::string &error) {
   if (path.empty())
     return true; // no table anywhere: nothing tuned
   // Only a table that is not there reads as nothing tuned: one that cannot
   // be read must not, or the next `attnc tune` would save over its entries.
-  // (A folder opens like an empty file.)
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT)
+  // Read as a bundle's files are: a regular file only (a folder opens like
+  // an empty file, a FIFO would block), of a size a table has.
+  std::vector<unsigned char> bytes;
+  int err = 0;
+  if (!readRegularFile(path, kMaxTableBytes + 1, bytes, err)) {
+    struct stat st;
+    // Not there, or not to be seen (a folder on the way this user cannot
+    // search: no table of theirs, and none they could write, is there).
+    if (err == ENOENT || err == ENOTDIR ||
+        (err == EACCES && ::lstat(path.c_str(), &st) != 0 && errno == EACCES))
       return true; // no file (or a link to none yet): nothing tuned yet
-    error = path + " cannot be read (" + std::strerror(errno) + ")";
+    error = unreadableFile(path, err);
     return false;
   }
-  if (!S_ISREG(st.st_mode)) {
-    error = path + " is not a file";
+  if (bytes.size() > kMaxTableBytes) {
+    error = path + " is over " + std::to_string(kMaxTableBytes >> 20) +
+            " MiB: not a table attnc tune writes";
     return false;
   }
-  std::ifstream in(path);
-  if (!in) {
-    error = path + " cannot be read (" + std::strerror(errno) + ")";
-    return false;
-  }
+  std::istringstream in(std::string(bytes.begin(), bytes.end()));
   std::map<std::string, Entry> read;
   std::map<std::string, int> lineOf; // each spec's line
   std::string line;
@@ -119,8 +146,8 @@ bool TuningTable::load(const std::string &path, std::string &error) {
     e.note = note;
     if (colon == std::string::npos || !parseTiles(line.substr(colon + 1), e.tiles)) {
       error = path + ":" + std::to_string(number) +
-              ": expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]' (each field once), got '" +
-              line + "'";
+              ": expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]' (each field once), got " +
+              shown(line);
       return false;
     }
     // The key names tile_q=0,tile_kv=0: parse it with the recorded tiles.

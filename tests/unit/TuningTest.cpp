@@ -195,6 +195,28 @@ TEST_CASE("a table that cannot be read is not taken for an empty one", "[tuning]
   std::remove(a.c_str());
   std::remove(b.c_str());
   std::remove((a + ".lock").c_str());
+
+  // A FIFO is named, not waited on; a file far larger than any table, and a
+  // binary line, are refused without the whole of either in the message.
+  const std::string fifo = tempPath("fifo.txt");
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK_FALSE(table.load(fifo, error));
+  CHECK(error == fifo + " is not a file");
+  std::remove(fifo.c_str());
+  const std::string huge = tempPath("huge.txt");
+  { std::ofstream(huge) << "x"; }
+  REQUIRE(::truncate(huge.c_str(), off_t(17) << 20) == 0); // sparse: no disk taken
+  CHECK_FALSE(table.load(huge, error));
+  CHECK(error == huge + " is over 16 MiB: not a table attnc tune writes");
+  {
+    std::ofstream out(huge, std::ios::trunc | std::ios::binary);
+    out << std::string("\x7f" "ELF\0\x01", 6) << std::string(300, 'a') << "\n";
+  }
+  CHECK_FALSE(table.load(huge, error));
+  CHECK(error == huge + ":1: expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]' (each field once), "
+                        "got '\\x7fELF\\x00\\x01" + std::string(74, 'a') + "'... (306 bytes)");
+  std::remove(huge.c_str());
 }
 
 TEST_CASE("a link planted at the table's temporary name writes nothing it names", "[tuning]") {
