@@ -4,6 +4,7 @@
 #include "attnc/Cubin.h"
 #include "attnc/attnc.h"
 
+#include "attn/Spec.h"
 #include "attn/params.cuh"
 
 #include <cstdint>
@@ -36,7 +37,8 @@ Registry &registry() {
 /// Why a bundle's entries, of `got` bytes each where it was compiled, cannot be
 /// read as this attnc's of `want` bytes: none of them is used.
 std::string otherLayout(const char *name, size_t got, size_t want) {
-  return "bundle " + std::string(name ? name : "(no name)") + ": compiled with entries of " +
+  return "bundle " + std::string(name && *name ? name : "(no name)") +
+         ": compiled with entries of " +
          std::to_string(got) +
          " bytes, this attnc's are " + std::to_string(want) +
          " (regenerate it with this attnc's `attnc aot`); its kernels are not used";
@@ -56,10 +58,10 @@ std::string keepRefusal(std::string why) {
 /// Why a bundle's entries cannot be used (the whole bundle is refused), or "".
 std::string refusal(const char *name, const BundleEntry *entries, size_t count,
                     size_t entry_bytes) {
-  const std::string bundle = "bundle " + std::string(name ? name : "(no name)");
+  const std::string bundle = "bundle " + std::string(name && *name ? name : "(no name)");
   const std::string unused = "; its kernels are not used";
-  if (!name || (count && !entries))
-    return bundle + ": " + (name ? "its entries are a null pointer" : "no name") + unused;
+  if (!name || !*name || (count && !entries))
+    return bundle + ": " + (name && *name ? "its entries are a null pointer" : "no name") + unused;
   if (entry_bytes != sizeof(BundleEntry))
     return otherLayout(name, entry_bytes, sizeof(BundleEntry));
   for (size_t i = 0; i < count; ++i)
@@ -82,6 +84,23 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
                           : nullptr;
     if (why)
       return bundle + ": entry " + std::to_string(i) + " has " + why + unused;
+  }
+  // The runtime finds an entry by its canonical spec for its target's
+  // architecture (what attnc aot writes): any other could never be found.
+  for (size_t i = 0; i < count; ++i) {
+    const BundleEntry &e = entries[i];
+    const std::string entry = "entry " + std::to_string(i) + " (" + e.spec + ")";
+    SpecResult spec = parseSpec(e.spec);
+    const std::string why =
+        !spec                          ? "is an invalid spec: " + spec.error->message()
+        : !spec.spec->isGPU()          ? "is a cpu spec"
+        : spec.spec->str() != e.spec   ? "is not in canonical form (" + spec.spec->str() + ")"
+        : e.arch != std::string(attn::name(spec.spec->target))
+            ? "is for target " + std::string(attn::name(spec.spec->target)) +
+                  ", its architecture is " + e.arch
+            : "";
+    if (!why.empty())
+      return bundle + ": " + entry + " " + why + unused;
   }
   // Each entry's cubins define its spec's kernels and were built for its launch shape.
   for (size_t i = 0; i < count; ++i) {
@@ -212,8 +231,9 @@ extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bund
     attn::cApiLastError() = why;
     return why.empty() ? ATTNC_OK : ATTNC_ERROR_INVALID_ARGUMENT;
   };
-  // Nothing is read from a table of another layout, whatever else is wrong.
-  if (entries && entry_bytes != sizeof(attnc_bundle_entry))
+  // Nothing is read from a table of another layout, whatever else is wrong
+  // (and a caller that gives none gives the size of this one).
+  if (entry_bytes != sizeof(attnc_bundle_entry))
     return status(attn::keepRefusal(attn::otherLayout(name, entry_bytes,
                                                       sizeof(attnc_bundle_entry))));
   if (entries && count > SIZE_MAX / sizeof(attnc_bundle_entry))

@@ -75,7 +75,8 @@ struct Folders {
 } folders;
 
 // A bundle linked into the program, as bundle.cpp registers one.
-const std::string kLinked = "mode=prefill,head_dim=256,target=sm_80";
+const std::string kLinked =
+    attn::parseSpec("mode=prefill,head_dim=256,target=sm_80").spec->str(); // canonical
 const std::string linkedCubin =
     fakeCubin("linked", {symbol(kLinked)}, 190, launchOf(kLinked, {128, 4096, 0, 0, 0}));
 const attn::BundleEntry linkedEntries[] = {

@@ -8,6 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 namespace {
 using attn::test::fakeCubin;
 using attn::test::launchOf;
@@ -21,8 +25,15 @@ const unsigned char *bytes(const std::string &s) {
   return reinterpret_cast<const unsigned char *>(s.data());
 }
 
-const char *const k64Sm80 = "mode=prefill,head_dim=64,target=sm_80";
-const char *const k64Sm90 = "mode=prefill,head_dim=64,target=sm_90a";
+/// A spec's canonical form, kept for the whole test (an entry points into it).
+const char *canonical(const char *spec) {
+  static auto *kept = new std::vector<std::unique_ptr<std::string>>();
+  kept->push_back(std::make_unique<std::string>(attn::parseSpec(spec).spec->str()));
+  return kept->back()->c_str();
+}
+
+const char *const k64Sm80 = canonical("mode=prefill,head_dim=64,target=sm_80");
+const char *const k64Sm90 = canonical("mode=prefill,head_dim=64,target=sm_90a");
 const std::string firstSm80 = cubinOf(k64Sm80, {128, 4096, 0, 0, 0}, "first");
 const std::string firstSm90 = cubinOf(k64Sm90, {256, 8192, 0, 0, 0}, "first");
 const std::string secondSm80 = cubinOf(k64Sm80, {64, 0, 0, 0, 0}, "second");
@@ -64,7 +75,7 @@ const attn::BundleRegistration sixth("empty", nullptr, 2);
 // Entries whose launch shape is not the one their cubins say: fewer threads
 // than the kernel was emitted for, and a cubin that says none (an earlier
 // attnc's).
-const char *const k128Sm80 = "mode=prefill,head_dim=128,target=sm_80";
+const char *const k128Sm80 = canonical("mode=prefill,head_dim=128,target=sm_80");
 const std::string reshapedCubin = cubinOf(k128Sm80, {128, 65536, 0, 0, 0}, "reshaped");
 const std::string unsaidCubin = fakeCubin("unsaid", {symbol(k128Sm80)});
 const attn::BundleEntry reshaped[] = {
@@ -80,7 +91,7 @@ const attn::BundleRegistration eighth("unsaid", unsaid, 1);
 // Through the C API's form, which bundle.cpp calls (attnc_bundle_register):
 // a bundle registered, one compiled with another layout of the C entries,
 // and a name registered before.
-const char *const kCausalSm80 = "mode=prefill,head_dim=64,mask=causal,target=sm_80";
+const char *const kCausalSm80 = canonical("mode=prefill,head_dim=64,mask=causal,target=sm_80");
 const std::string viaC = cubinOf(kCausalSm80, {128, 4096, 0, 0, 0}, "via C");
 const attnc_bundle_entry cEntries[] = {
     {kCausalSm80, "sm_80", bytes(viaC), viaC.size(), 128, 4096, 0, 0, 0, nullptr, 0, kParams},
@@ -97,18 +108,16 @@ TEST_CASE("bundles register their kernels at start-up, and the first one registe
           "[bundle]") {
   CHECK(attn::bundleNames() == kRegistered);
   CHECK(attn::bundledKernels().size() == 4);
-  const attn::BundleEntry *e = attn::findBundledKernel("mode=prefill,head_dim=64,target=sm_90a",
-                                                       "sm_90a");
+  const attn::BundleEntry *e = attn::findBundledKernel(k64Sm90, "sm_90a");
   REQUIRE(e);
   CHECK(e->threads == 256);
   CHECK(e->shared_bytes == 8192);
-  const attn::BundleEntry *f = attn::findBundledKernel("mode=prefill,head_dim=64,target=sm_80",
-                                                       "sm_80");
+  const attn::BundleEntry *f = attn::findBundledKernel(k64Sm80, "sm_80");
   REQUIRE(f);
   CHECK(f->cubin_size == firstSm80.size()); // "first", not "second"
   CHECK(f->threads == 128);
-  CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=64,target=sm_80", "sm_90a"));
-  CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=128,target=sm_80", "sm_80"));
+  CHECK_FALSE(attn::findBundledKernel(k64Sm80, "sm_90a"));
+  CHECK_FALSE(attn::findBundledKernel(k128Sm80, "sm_80"));
 }
 
 TEST_CASE("a bundle compiled against another layout of its entries is refused, with the reason",
@@ -207,6 +216,30 @@ TEST_CASE("the C API's registration refuses another entry layout and a name take
                               sizeof small) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError().rfind("bundle (no name): compiled with entries of 16 bytes", 0) ==
         0);
+  CHECK(attnc_bundle_register("sized-c", nullptr, 0, 3) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError().rfind("bundle sized-c: compiled with entries of 3 bytes", 0) == 0);
+  CHECK(attnc_bundle_register("", cEntries, 1, sizeof cEntries[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() == "bundle (no name): no name; its kernels are not used");
+  // An entry the runtime could never find: its spec not in canonical form, or
+  // its architecture not its target's (attnc aot writes neither).
+  const attnc_bundle_entry uncanonical[] = {
+      {"mode=prefill,head_dim=64,mask=causal,target=sm_80", "sm_80", bytes(viaC), viaC.size(), 128,
+       4096, 0, 0, 0, nullptr, 0, kParams},
+  };
+  CHECK(attnc_bundle_register("uncanonical-c", uncanonical, 1, sizeof uncanonical[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() ==
+        "bundle uncanonical-c: entry 0 (mode=prefill,head_dim=64,mask=causal,target=sm_80) is not "
+        "in canonical form (" + std::string(kCausalSm80) + "); its kernels are not used");
+  const attnc_bundle_entry otherArch[] = {
+      {kCausalSm80, "sm_90a", bytes(viaC), viaC.size(), 128, 4096, 0, 0, 0, nullptr, 0, kParams},
+  };
+  CHECK(attnc_bundle_register("arch-c", otherArch, 1, sizeof otherArch[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() == "bundle arch-c: entry 0 (" + std::string(kCausalSm80) +
+                                     ") is for target sm_80, its architecture is sm_90a; its "
+                                     "kernels are not used");
   CHECK(attnc_bundle_register("huge-c", cEntries, SIZE_MAX / 64, sizeof cEntries[0]) ==
         ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError() == "bundle huge-c: " + std::to_string(SIZE_MAX / 64) +

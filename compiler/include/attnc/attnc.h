@@ -169,9 +169,10 @@ typedef struct attnc_bundle_entry {
  *  `entry_bytes` is sizeof(attnc_bundle_entry) where the table was compiled,
  *  and must be this header's: a table of another layout is refused unread
  *  (unlike attnc_args and attnc_call, this struct is not extended by size).
- *  The same checks as attnc_bundle_load (each cubin defines its spec's
- *  kernels, built for this attnc's kernel arguments), all or nothing; a
- *  name registered before (linked in or loaded) is refused too. A refused
+ *  The same checks as attnc_bundle_load (each entry's spec canonical and of
+ *  its architecture's target, each cubin defining its spec's kernels, built
+ *  for this attnc's kernel arguments), all or nothing; a name (not empty)
+ *  registered before, linked in or loaded, is refused too. A refused
  *  bundle is ATTNC_ERROR_INVALID_ARGUMENT, and its reason is said on stderr
  *  ("attnc: warning: bundle NAME: ...", since bundle.cpp's call at start-up
  *  has no caller to tell) and in the error of every spec that AOT-only mode
