@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@ struct Registry {
   std::vector<std::string> names, errors;
   std::vector<std::string> origins; ///< per name: "" for a linked bundle, else its folder
   std::vector<std::string> versions; ///< per name: a loaded folder's manifest checksum
+  std::vector<std::pair<const BundleEntry *, size_t>> tables; ///< per name: its entries
   std::vector<const BundleEntry *> entries;
   std::map<std::pair<std::string, std::string>, const BundleEntry *> bySpec;
 };
@@ -122,12 +124,35 @@ void add(Registry &r, const char *name, const BundleEntry *entries, size_t count
   r.names.push_back(name);
   r.origins.push_back(origin);
   r.versions.push_back(version);
+  r.tables.push_back({entries, count});
   for (size_t i = 0; i < count; ++i) {
     r.entries.push_back(&entries[i]);
     // The first bundle to register a kernel keeps it.
     r.bySpec.emplace(std::make_pair(std::string(entries[i].spec), std::string(entries[i].arch)),
                      &entries[i]);
   }
+}
+
+/// Whether two tables hold the same kernels, in the same order: the same
+/// specs and architectures, launch shapes and cubins' bytes.
+bool sameKernels(const std::pair<const BundleEntry *, size_t> &a, const BundleEntry *b,
+                 size_t count) {
+  if (a.second != count)
+    return false;
+  auto bytes = [](const unsigned char *x, size_t xn, const unsigned char *y, size_t yn) {
+    return xn == yn && (xn == 0 || std::memcmp(x, y, xn) == 0);
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const BundleEntry &x = a.first[i], &y = b[i];
+    if (std::strcmp(x.spec, y.spec) != 0 || std::strcmp(x.arch, y.arch) != 0 ||
+        x.threads != y.threads || x.shared_bytes != y.shared_bytes ||
+        x.merge_threads != y.merge_threads || x.cluster_merge != y.cluster_merge ||
+        x.pair_shared_bytes != y.pair_shared_bytes || x.params_bytes != y.params_bytes ||
+        !bytes(x.cubin, x.cubin_size, y.cubin, y.cubin_size) ||
+        !bytes(x.pair_cubin, x.pair_cubin_size, y.pair_cubin, y.pair_cubin_size))
+      return false;
+  }
+  return true;
 }
 
 /// Why a bundle of this name cannot be registered beside those that are
@@ -177,8 +202,11 @@ bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t c
   std::lock_guard<std::mutex> lock(r.mutex);
   for (size_t i = 0; i < r.names.size(); ++i)
     if (r.names[i] == name) {
-      // The same manifest, from this folder or a copy of it: the same bundle.
-      if (!r.origins[i].empty() && r.versions[i] == version)
+      // The same manifest, from this folder or a copy of it, or the folder
+      // of a bundle linked into the program (its kernels, byte for byte):
+      // the same bundle.
+      if ((!r.origins[i].empty() && r.versions[i] == version) ||
+          (r.origins[i].empty() && sameKernels(r.tables[i], entries, count)))
         return again = true;
       if (r.origins[i] == origin)
         error = "bundle '" + std::string(name) + "' was loaded from this folder before and has "

@@ -21,11 +21,15 @@ if found=$(find "$tmp/prefix" -name '*.a' | head -n 3) && [ -n "$found" ]; then
 fi
 echo "mode=decode,head_dim=64,page_size=16" > "$tmp/specs.txt"
 "$tmp/prefix/bin/attnc" aot --specs "$tmp/specs.txt" --arch sm_80 -o "$tmp/bundle" > "$tmp/aot.log"
+# Another kernel under the same bundle name, which the linked bundle's name refuses.
+echo "mode=decode,head_dim=128,page_size=16" > "$tmp/other-specs.txt"
+"$tmp/prefix/bin/attnc" aot --specs "$tmp/other-specs.txt" --arch sm_80 --name bundle \
+  -o "$tmp/other" >> "$tmp/aot.log"
 cmake -S "$here/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   -DATTNC_BUNDLE="$tmp/bundle" > "$tmp/configure.log"
 cmake --build "$tmp/consumer" > "$tmp/build.log"
 "$tmp/consumer/consumer"
 "$tmp/consumer/consumer-cpp"
-"$tmp/consumer/consumer-bundled" "$tmp/bundle"
+"$tmp/consumer/consumer-bundled" "$tmp/bundle" "$tmp/other"
 # The installed Python module finds the installed library by itself.
 ATTNC_LIBRARY= python3 -c "import sys; sys.path.insert(0, '$tmp/prefix/share/attnc/python'); import attnc; print(attnc.version(), attnc.library_path())"

@@ -84,6 +84,19 @@ const attn::BundleEntry linkedEntries[] = {
      linkedCubin.size(), 128, 4096, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
 };
 const attn::BundleRegistration linked("linked", linkedEntries, 1);
+// A linked bundle of the kernels a made folder holds (makeFolder), byte for
+// byte: loading that folder under its name is loading it again.
+const std::string kTwinPrefill = canonical(kPrefill), kTwinDecode = canonical(kDecode);
+const unsigned char *bytesOf(const std::string &s) {
+  return reinterpret_cast<const unsigned char *>(s.data());
+}
+const attn::BundleEntry twinEntries[] = {
+    {kTwinPrefill.c_str(), "sm_90a", bytesOf(kPrefillCubin), kPrefillCubin.size(), 384, 99328, 0,
+     0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
+    {kTwinDecode.c_str(), "sm_90a", bytesOf(kDecodeCubin), kDecodeCubin.size(), 128, 51200, 128,
+     1, 100352, bytesOf(kPairCubin), kPairCubin.size(), sizeof(attn::kernel::Params)},
+};
+const attn::BundleRegistration twin("twin", twinEntries, 2);
 
 bool registered(const std::string &name) {
   for (const std::string &n : attn::bundleNames())
@@ -303,9 +316,20 @@ TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "
   CHECK(why.find("a bundle named 'served' is already registered (loaded from ") !=
         std::string::npos);
   CHECK(why.find("attnc aot --name") != std::string::npos);
-  // And so is one named as a bundle linked into the program.
+  // And so is one named as a bundle linked into the program, with other kernels.
   CHECK(refusal(makeFolder("linked")).find("a bundle named 'linked' is already registered "
                                            "(linked into the program)") != std::string::npos);
+  // The folder of a linked bundle, its kernels byte for byte, is that bundle:
+  // loaded again, nothing new registered. One cubin byte changed is another.
+  const std::string twinFolder = makeFolder("twin");
+  REQUIRE(attn::loadBundleFolder(twinFolder, loaded, error));
+  CHECK(loaded.again);
+  CHECK(loaded.kernels == 2);
+  std::string changed = kPairCubin;
+  changed[changed.size() - 1] ^= 1;
+  replaceCubin(twinFolder, "cubins/b_pair.cubin", changed);
+  CHECK(refusal(twinFolder).find("a bundle named 'twin' is already registered (linked into the "
+                                 "program)") != std::string::npos);
   CHECK(attn::bundledKernels().size() == registered);
 }
 

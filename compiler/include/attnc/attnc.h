@@ -138,7 +138,8 @@ ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *
  *  with another manifest (linked in, loaded from another folder, or this
  *  folder rebuilt since) is ATTNC_ERROR_INVALID_ARGUMENT and registers
  *  nothing. Loading the same bundle again (this folder, a copy, the folder
- *  renamed) succeeds and registers nothing new. A kernel another bundle
+ *  renamed, or the folder of a bundle linked into the program, whose kernels
+ *  it holds byte for byte) succeeds and registers nothing new. A kernel another bundle
  *  registered first keeps serving. *kernels (may be NULL) receives the
  *  number of kernels the folder holds, all architectures counted. Needs no
  *  GPU. Added in ABI version 5. */

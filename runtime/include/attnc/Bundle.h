@@ -57,7 +57,8 @@ struct BundleRegistration {
 /// `version`. Refused as BundleRegistration refuses, with the reason in
 /// `error` rather than bundleErrors(); a name registered before is refused
 /// too, unless it was loaded with the same version (the same manifest, from
-/// this folder or a copy): then `again` is set and nothing is registered. The entries must live for the
+/// this folder or a copy) or was linked in with the same kernels, byte for
+/// byte: then `again` is set and nothing is registered. The entries must live for the
 /// whole program.
 bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t count,
                           const std::string &origin, const std::string &version,

@@ -145,7 +145,8 @@ struct LoadedBundle {
 /// runtime passes, or a bundle name already registered with another manifest
 /// is an error naming the file and line (the last two: the folder) and
 /// registers nothing. Loading the same
-/// bundle again (the same manifest, from this folder or a copy) is not an
+/// bundle again (the same manifest, from this folder or a copy, or the folder
+/// of a bundle linked into the program, its kernels byte for byte) is not an
 /// error and registers nothing new; loading the folder after it was rebuilt
 /// is an error (the process keeps the kernels it loaded first). The kernels
 /// stay registered, and their cubins in memory, for the rest of the program.
