@@ -123,6 +123,7 @@ LaunchColumns launchColumns(long long threads, long long sharedBytes, long long 
 /// runtime's of earlier attnc's. An entry's line is the same in both.
 struct SourceForm {
   const char *entries;      ///< the entries' type
+  const char *registers;    ///< the name of what registers them
   const char *include;      ///< the one preprocessor line
   const char *list;         ///< the line that opens entries[]
   const char *registration; ///< how the registration's line starts, before the name
@@ -133,6 +134,7 @@ struct SourceForm {
 };
 const SourceForm kSourceForms[] = {
     {"attnc_bundle_entry",
+     "attnc_bundle_register",
      "#include \"attnc/attnc.h\"",
      "const attnc_bundle_entry entries[] = {",
      "attnc_bundle_register(\"",
@@ -140,6 +142,7 @@ const SourceForm kSourceForms[] = {
      {"struct Registration {", "Registration() {", "@", "}", "} registration;", "} // namespace",
       nullptr}},
     {"attn::BundleEntry",
+     "BundleRegistration",
      "#include \"attnc/Bundle.h\"",
      "const attn::BundleEntry entries[] = {",
      "const attn::BundleRegistration registration(\"",
@@ -203,15 +206,22 @@ std::vector<std::pair<int, std::string>> sourceFrame(const std::string &source,
       if (text.empty() || text.rfind("//", 0) == 0)
         continue;
       code.push_back({number, text});
+      // A registration is a line that starts as attnc aot writes one; the
+      // name of what registers anywhere else is another registration.
       for (const SourceForm &f : kSourceForms)
-        if (const size_t at = text.find(f.registration); at == 0) {
+        if (text.rfind(f.registration, 0) == 0) {
           calls.push_back(code.back());
           callForm = callForm ? callForm : &f;
-        } else if (at != std::string::npos) {
-          problems.push_back({number, "a registration on a line with other code (attnc aot "
-                                      "writes it on a line of its own): " + text});
+        } else if (text.find(f.registers) != std::string::npos) {
+          problems.push_back({number, std::string("a call of ") + f.registers +
+                                          " that attnc aot does not write (it writes one, on a "
+                                          "line of its own): " + text});
         }
-      if (text[0] == '#' && text != (form ? form->include : kSourceForms[0].include))
+      // The include of the entries' form (of either, where there is no whole list).
+      const bool included = form ? text == form->include
+                                 : text == kSourceForms[0].include ||
+                                       text == kSourceForms[1].include;
+      if (text[0] == '#' && !included)
         problems.push_back({number, "a preprocessor line attnc aot does not write: " + text});
     }
   }

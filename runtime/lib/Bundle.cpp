@@ -36,12 +36,15 @@ Registry &registry() {
   return r;
 }
 
+/// How messages name a bundle.
+std::string bundleLabel(const char *name) {
+  return "bundle " + std::string(name && *name ? name : "(no name)");
+}
+
 /// Why a bundle's entries, of `got` bytes each where it was compiled, cannot be
 /// read as this attnc's of `want` bytes: none of them is used.
 std::string otherLayout(const char *name, size_t got, size_t want) {
-  return "bundle " + std::string(name && *name ? name : "(no name)") +
-         ": compiled with entries of " +
-         std::to_string(got) +
+  return bundleLabel(name) + ": compiled with entries of " + std::to_string(got) +
          " bytes, this attnc's are " + std::to_string(want) +
          " (regenerate it with this attnc's `attnc aot`); its kernels are not used";
 }
@@ -60,7 +63,7 @@ std::string keepRefusal(std::string why) {
 /// Why a bundle's entries cannot be used (the whole bundle is refused), or "".
 std::string refusal(const char *name, const BundleEntry *entries, size_t count,
                     size_t entry_bytes) {
-  const std::string bundle = "bundle " + std::string(name && *name ? name : "(no name)");
+  const std::string bundle = bundleLabel(name);
   const std::string unused = "; its kernels are not used";
   if (!name || !*name || (count && !entries))
     return bundle + ": " + (name && *name ? "its entries are a null pointer" : "no name") + unused;
@@ -104,6 +107,14 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
     if (!why.empty())
       return bundle + ": " + entry + " " + why + unused;
   }
+  // Each kernel once: a second entry of one would never be used.
+  std::map<std::pair<std::string, std::string>, size_t> seen;
+  for (size_t i = 0; i < count; ++i)
+    if (auto [it, added] = seen.emplace(std::make_pair(entries[i].spec, entries[i].arch), i);
+        !added)
+      return bundle + ": entry " + std::to_string(i) + " is the kernel of entry " +
+             std::to_string(it->second) + " again (" + entries[i].arch + " " + entries[i].spec +
+             ")" + unused;
   // Each entry's cubins define its spec's kernels and were built for its launch shape.
   for (size_t i = 0; i < count; ++i) {
     const BundleEntry &e = entries[i];
@@ -266,7 +277,7 @@ extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bund
                                                       sizeof(attnc_bundle_entry))));
   if (entries && count > SIZE_MAX / sizeof(attnc_bundle_entry))
     return status(attn::keepRefusal(
-        "bundle " + std::string(name ? name : "(no name)") + ": " + std::to_string(count) +
+        attn::bundleLabel(name) + ": " + std::to_string(count) +
         " entries do not fit in memory (a wrong count); its kernels are not used"));
   try {
     // In the C++ runtime's own form (attn::BundleEntry), kept like the
@@ -276,8 +287,10 @@ extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bund
     if (entries && count) {
       static std::mutex keptMutex;
       static auto *kept = new std::vector<std::unique_ptr<BundleEntry[]>>();
+      auto owned = std::make_unique<BundleEntry[]>(count);
+      BundleEntry *copy = owned.get();
       std::lock_guard<std::mutex> lock(keptMutex);
-      BundleEntry *copy = kept->emplace_back(new BundleEntry[count]).get();
+      kept->push_back(std::move(owned));
       for (size_t i = 0; i < count; ++i) {
         const attnc_bundle_entry &e = entries[i];
         copy[i] = BundleEntry{e.spec,          e.arch,           e.cubin,
@@ -289,7 +302,7 @@ extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bund
     }
     return status(attn::registerLinked(name, table, count, sizeof(BundleEntry)));
   } catch (const std::exception &e) { // no C++ exception crosses the C boundary
-    return status(attn::keepRefusal("bundle " + std::string(name ? name : "(no name)") +
+    return status(attn::keepRefusal(attn::bundleLabel(name) +
                                     ": cannot be registered (" + e.what() +
                                     "); its kernels are not used"));
   }

