@@ -74,27 +74,24 @@ struct Folders {
   }
 } folders;
 
-// A bundle linked into the program, as bundle.cpp registers one.
-const std::string kLinked =
-    attn::parseSpec("mode=prefill,head_dim=256,target=sm_80").spec->str(); // canonical
-const std::string linkedCubin =
-    fakeCubin("linked", {symbol(kLinked)}, 190, launchOf(kLinked, {128, 4096, 0, 0, 0}));
-const attn::BundleEntry linkedEntries[] = {
-    {kLinked.c_str(), "sm_80", reinterpret_cast<const unsigned char *>(linkedCubin.data()),
-     linkedCubin.size(), 128, 4096, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
+/// A bundle linked into the program, as bundle.cpp registers one: one
+/// kernel of `given`'s spec (in canonical form) for `arch`, in a made-up
+/// cubin that says it is launched with `threads` and `shared` bytes.
+struct LinkedBundle {
+  const std::string spec, cubin;
+  const attn::BundleEntry entry;
+  const attn::BundleRegistration registration;
+  LinkedBundle(const char *name, const char *given, const char *arch, int threads, int shared)
+      : spec(attn::parseSpec(given).spec->str()),
+        cubin(fakeCubin(name, {symbol(spec)}, 190, launchOf(spec, {threads, shared, 0, 0, 0}))),
+        entry{spec.c_str(), arch, reinterpret_cast<const unsigned char *>(cubin.data()),
+              cubin.size(), threads, shared, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
+        registration(name, &entry, 1) {}
 };
-const attn::BundleRegistration linked("linked", linkedEntries, 1);
-// A linked bundle of a kernel no other bundle here holds; its folder
-// (twinFolder) holds it byte for byte, and loading that is loading it again.
-const std::string kTwin =
-    attn::parseSpec("mode=prefill,head_dim=96,target=sm_90a").spec->str(); // canonical
-const std::string twinCubin =
-    fakeCubin("twin", {symbol(kTwin)}, 190, launchOf(kTwin, {128, 8192, 0, 0, 0}));
-const attn::BundleEntry twinEntries[] = {
-    {kTwin.c_str(), "sm_90a", reinterpret_cast<const unsigned char *>(twinCubin.data()),
-     twinCubin.size(), 128, 8192, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)},
-};
-const attn::BundleRegistration twin("twin", twinEntries, 1);
+const LinkedBundle linked("linked", "mode=prefill,head_dim=256,target=sm_80", "sm_80", 128, 4096);
+// A kernel no other bundle here holds; its folder (twinFolder) holds it byte
+// for byte, and loading that is loading this bundle again.
+const LinkedBundle twin("twin", "mode=prefill,head_dim=96,target=sm_90a", "sm_90a", 128, 8192);
 
 bool registered(const std::string &name) {
   for (const std::string &n : attn::bundleNames())
@@ -153,17 +150,17 @@ std::string twinFolder() {
   const std::string dir = tmpl;
   folders.dirs.push_back(dir);
   REQUIRE(mkdir((dir + "/cubins").c_str(), 0755) == 0);
-  write(dir + "/cubins/a.cubin", twinCubin);
+  write(dir + "/cubins/a.cubin", twin.cubin);
   attn::ManifestLine m;
   m.arch = "sm_90a";
-  m.spec = kTwin;
+  m.spec = twin.spec;
   m.cubin = "cubins/a.cubin";
   m.threads = 128;
   m.shared_bytes = 8192;
   m.params_bytes = sizeof(attn::kernel::Params);
   m.registers = 190;
-  m.bytes = static_cast<long long>(twinCubin.size());
-  m.fnv1a = attn::fnv1aHex(twinCubin.data(), twinCubin.size());
+  m.bytes = static_cast<long long>(twin.cubin.size());
+  m.fnv1a = attn::fnv1aHex(twin.cubin.data(), twin.cubin.size());
   write(dir + "/manifest.txt", "# attnc 0.1.0 AOT bundle 'twin': 1 kernel\n# manifest " +
                                    std::to_string(attn::kManifestFormat) + ": " +
                                    attn::manifestColumns() + "\n" + attn::formatManifestLine(m) +
@@ -349,8 +346,8 @@ TEST_CASE("a bundle folder's kernels are registered with their launch shapes", "
   REQUIRE(attn::loadBundleFolder(twinDir, loaded, error));
   CHECK(loaded.again);
   CHECK(loaded.kernels == 1);
-  CHECK(attn::findBundledKernel(kTwin, "sm_90a") == &twinEntries[0]);
-  std::string changed = twinCubin;
+  CHECK(attn::findBundledKernel(twin.spec, "sm_90a") == &twin.entry);
+  std::string changed = twin.cubin;
   changed[changed.size() - 1] ^= 1;
   replaceCubin(twinDir, "cubins/a.cubin", changed);
   CHECK(refusal(twinDir).find("a bundle named 'twin' is already registered (linked into the "
