@@ -430,13 +430,15 @@ int aot(const AotOptions &o) {
                                    : " (lines were skipped)")
                    << "\n";
   const std::string named = dest == o.output ? o.output : o.output + " (" + dest + ")";
-  if (llvm::sys::fs::exists(dest)) {
-    if (!o.force)
-      return fail(named + " exists (--force replaces it)");
+  const bool existed = llvm::sys::fs::exists(dest);
+  if (existed) {
     std::string why;
     if (!isBundleFolder(dest, why))
       return fail(named + " exists and is not a bundle folder (" + why +
-                  "): --force replaces only a bundle folder; nothing written");
+                  "): give -o a new name (--force replaces only a bundle folder); nothing "
+                  "written");
+    if (!o.force)
+      return fail(named + " exists (a bundle folder: --force replaces it)");
     // The old bundle is removed once the new one is in place: said now if
     // its files cannot be.
     // (An empty folder is removed through its parent's permissions alone.)
@@ -561,10 +563,12 @@ int aot(const AotOptions &o) {
   bool replacing = false;
   if (ok && llvm::sys::fs::exists(dest)) {
     std::string why;
-    if (!o.force) {
-      error = named + " was made while compiling (another attnc aot?); --force replaces it";
+    const bool bundle = isBundleFolder(dest, why);
+    if (!existed) {
+      error = named + " was made while compiling (" +
+              (bundle ? "another attnc aot's bundle" : "not a bundle folder: " + why) + ")";
       ok = false;
-    } else if (!isBundleFolder(dest, why)) {
+    } else if (!bundle) {
       error = named + " is no longer a bundle folder (" + why + ")";
       ok = false;
     } else {

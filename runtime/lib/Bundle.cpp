@@ -186,8 +186,15 @@ std::string registerLinked(const char *name, const BundleEntry *entries, size_t 
     Registry &r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     why = refusal(name, entries, count, entry_bytes);
-    if (why.empty() && !(why = nameTaken(r, name)).empty())
-      why = "bundle " + std::string(name) + ": " + why + "; its kernels are not used";
+    if (why.empty()) {
+      // The same bundle again (its bundle.cpp in two of the program's
+      // libraries, or its folder loaded first): nothing new, nothing wrong.
+      for (size_t i = 0; i < r.names.size(); ++i)
+        if (r.names[i] == name && sameKernels(r.tables[i], entries, count))
+          return "";
+      if (!(why = nameTaken(r, name)).empty())
+        why = bundleLabel(name) + ": " + why + "; its kernels are not used";
+    }
     if (why.empty()) {
       add(r, name, entries, count, "", "");
       return why;

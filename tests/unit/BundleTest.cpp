@@ -216,6 +216,12 @@ TEST_CASE("the C API's registration refuses another entry layout and a name take
                               sizeof small) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError().rfind("bundle (no name): compiled with entries of 16 bytes", 0) ==
         0);
+  // The same bundle again (its bundle.cpp in two libraries of the program):
+  // nothing new, and nothing refused.
+  const size_t refusals = attn::bundleErrors().size();
+  CHECK(attnc_bundle_register("linked-c", cEntries, 1, sizeof cEntries[0]) == ATTNC_OK);
+  CHECK(attn::bundleErrors().size() == refusals);
+  CHECK(attn::bundleNames() == kRegistered);
   CHECK(attnc_bundle_register("sized-c", nullptr, 0, 3) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError().rfind("bundle sized-c: compiled with entries of 3 bytes", 0) == 0);
   CHECK(attnc_bundle_register("", cEntries, 1, sizeof cEntries[0]) ==

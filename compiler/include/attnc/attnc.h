@@ -150,7 +150,7 @@ ATTNC_API attnc_status attnc_bundle_load(const char *dir, int64_t *kernels);
  *  manifest.txt, whose columns the fields are. Plain data. Added in ABI
  *  version 6. */
 typedef struct attnc_bundle_entry {
-  const char *spec;           /**< canonical spec (its target is `arch`'s family) */
+  const char *spec;           /**< canonical spec, whose target is `arch` */
   const char *arch;           /**< what the cubin was built for: "sm_80", "sm_90a", ... */
   const unsigned char *cubin; /**< the kernel's module */
   size_t cubin_size;
@@ -173,7 +173,9 @@ typedef struct attnc_bundle_entry {
  *  The same checks as attnc_bundle_load (each entry's spec canonical and of
  *  its architecture's target, each cubin defining its spec's kernels, built
  *  for this attnc's kernel arguments), all or nothing; a name (not empty)
- *  registered before, linked in or loaded, is refused too. A refused
+ *  registered before, linked in or loaded, is refused too, unless that
+ *  bundle holds the same kernels byte for byte: the same bundle again (its
+ *  bundle.cpp in two libraries of the program) registers nothing new. A refused
  *  bundle is ATTNC_ERROR_INVALID_ARGUMENT, and its reason is said on stderr
  *  ("attnc: warning: bundle NAME: ...", since bundle.cpp's call at start-up
  *  has no caller to tell) and in the error of every spec that AOT-only mode

@@ -23,7 +23,7 @@ namespace attn {
 
 /// One kernel of a bundle. Plain data, so a generated source can list them.
 struct BundleEntry {
-  const char *spec;   ///< canonical spec (its target matches `arch`'s family)
+  const char *spec;   ///< canonical spec, whose target is `arch`
   const char *arch;   ///< what the cubin was built for: "sm_80", "sm_90a", ...
   const unsigned char *cubin;
   size_t cubin_size;
