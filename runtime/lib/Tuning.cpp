@@ -86,21 +86,28 @@ namespace {
 /// bytes each.
 constexpr size_t kMaxTableBytes = size_t(16) << 20;
 
-/// A line of the table as a message quotes it: at most 80 characters, and
-/// what does not print (a binary file's bytes, a NUL) as \xNN.
+/// A line of the table as a message quotes it: whole up to 100 bytes, else
+/// its first 30 and last 60 (a key is long, and the tiles at its end are
+/// what is wrong), with what does not print (a binary file's bytes, a NUL)
+/// as \xNN.
 std::string shown(const std::string &line) {
-  std::string out = "'";
-  for (size_t i = 0; i < line.size() && i < 80; ++i) {
-    const unsigned char c = static_cast<unsigned char>(line[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
+  auto escaped = [](const std::string &part) {
+    std::string out;
+    for (unsigned char c : part) {
+      if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        out += hex;
+      }
     }
-  }
-  return out + (line.size() > 80 ? "'... (" + std::to_string(line.size()) + " bytes)" : "'");
+    return out;
+  };
+  if (line.size() <= 100)
+    return "'" + escaped(line) + "'";
+  return "'" + escaped(line.substr(0, 30)) + "' ... '" + escaped(line.substr(line.size() - 60)) +
+         "' (" + std::to_string(line.size()) + " bytes)";
 }
 } // namespace
 

@@ -215,7 +215,14 @@ TEST_CASE("a table that cannot be read is not taken for an empty one", "[tuning]
   }
   CHECK_FALSE(table.load(huge, error));
   CHECK(error == huge + ":1: expected 'SPEC: tile_q=N,tile_kv=N[,stages=N]' (each field once), "
-                        "got '\\x7fELF\\x00\\x01" + std::string(74, 'a') + "'... (306 bytes)");
+                        "got '\\x7fELF\\x00\\x01" + std::string(24, 'a') + "' ... '" +
+                        std::string(60, 'a') + "' (306 bytes)");
+  // A real key is long: the tiles at the end of the line are quoted.
+  const std::string key = tuningKey(parsed("mask=causal"));
+  std::ofstream(huge, std::ios::trunc) << key << ": tile_q=64,tile_kv=6O\n";
+  CHECK_FALSE(table.load(huge, error));
+  CHECK(error.find("' ... '") != std::string::npos);
+  CHECK(error.find("tile_q=64,tile_kv=6O' (") != std::string::npos);
   std::remove(huge.c_str());
 }
 
