@@ -413,8 +413,15 @@ int aot(const AotOptions &o) {
       for (const auto &[arch, message] : failed)
         bad.push_back(where + "for " + arch + ": " + message);
   }
-  for (const std::string &b : bad)
-    llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << b << "\n";
+  // The first 20 are said: a file that is not a spec list (a binary, say)
+  // would otherwise print a line for each of its thousands.
+  constexpr size_t kBadShown = 20;
+  for (size_t i = 0; i < bad.size() && i < kBadShown; ++i)
+    llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << bad[i] << "\n";
+  if (bad.size() > kBadShown)
+    llvm::errs() << "attnc aot: ... and " << (bad.size() - kBadShown) << " more ("
+                 << counted(badLines, "bad line") << " in all; is " << o.specsFile
+                 << " a spec list?)\n";
   if (!bad.empty() && !o.skipBad)
     return fail(counted(badLines, "bad line") + "; nothing compiled or written (--skip-bad compiles the others)");
   if (jobs.empty())
