@@ -155,15 +155,21 @@ bool holdsOnlyBundleFiles(const std::string &dir, std::string &why, bool complet
 /// ours, and it holds only the bundle's files) or an empty one (as a build
 /// system makes for its outputs). Only such a folder is replaced by --force;
 /// anything else is the user's.
+/// Whether `dir` is a folder with nothing in it.
+bool isEmptyFolder(const std::string &dir) {
+  std::error_code listed;
+  return llvm::sys::fs::is_directory(dir) &&
+         llvm::sys::fs::directory_iterator(dir, listed) == llvm::sys::fs::directory_iterator() &&
+         !listed;
+}
+
 bool isBundleFolder(const std::string &dir, std::string &why) {
   if (!llvm::sys::fs::is_directory(dir)) {
     why = "it is not a folder";
     return false;
   }
-  std::error_code listed;
-  if (llvm::sys::fs::directory_iterator(dir, listed) == llvm::sys::fs::directory_iterator() &&
-      !listed)
-    return true; // empty
+  if (isEmptyFolder(dir))
+    return true;
   if (!llvm::sys::fs::exists(dir + "/manifest.txt")) {
     why = "it has no manifest.txt written by attnc aot";
     return false;
@@ -325,6 +331,7 @@ int aot(const AotOptions &o) {
   // Every line checked first; bad lines are listed with their numbers.
   std::vector<Job> jobs;
   std::vector<std::string> bad; // one message per bad build
+  std::vector<int> badLineOf;    // each message's bad line, counted from 1
   int badLines = 0;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -412,16 +419,17 @@ int aot(const AotOptions &o) {
     else
       for (const auto &[arch, message] : failed)
         bad.push_back(where + "for " + arch + ": " + message);
+    badLineOf.resize(bad.size(), badLines);
   }
-  // The first 20 are said: a file that is not a spec list (a binary, say)
-  // would otherwise print a line for each of its thousands.
-  constexpr size_t kBadShown = 20;
-  for (size_t i = 0; i < bad.size() && i < kBadShown; ++i)
+  // The first 20 bad lines are said: a file that is not a spec list (a
+  // binary, say) would otherwise print a line for each of its thousands.
+  constexpr int kBadShown = 20;
+  for (size_t i = 0; i < bad.size() && badLineOf[i] <= kBadShown; ++i)
     llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << bad[i] << "\n";
-  if (bad.size() > kBadShown)
-    llvm::errs() << "attnc aot: ... and " << (bad.size() - kBadShown) << " more ("
-                 << counted(badLines, "bad line") << " in all; is " << o.specsFile
-                 << " a spec list?)\n";
+  if (badLines > kBadShown)
+    llvm::errs() << "attnc aot: ... and " << counted(badLines - kBadShown, "more bad line")
+                 << " (" << badLines << " in all"
+                 << (jobs.empty() ? "; is " + o.specsFile + " a spec list?)" : ")") << "\n";
   if (!bad.empty() && !o.skipBad)
     return fail(counted(badLines, "bad line") + "; nothing compiled or written (--skip-bad compiles the others)");
   if (jobs.empty())
@@ -445,13 +453,13 @@ int aot(const AotOptions &o) {
                   "): give -o a new name (--force replaces only a bundle folder); nothing "
                   "written");
     if (!o.force)
-      return fail(named + " exists (a bundle folder: --force replaces it)");
+      return fail(named + " exists (" +
+                  (isEmptyFolder(dest) ? "an empty folder" : "a bundle folder") +
+                  ": --force replaces it)");
     // The old bundle is removed once the new one is in place: said now if
     // its files cannot be.
     // (An empty folder is removed through its parent's permissions alone.)
-    std::error_code listed;
-    const bool empty = llvm::sys::fs::directory_iterator(dest, listed) ==
-                       llvm::sys::fs::directory_iterator();
+    const bool empty = isEmptyFolder(dest);
     for (const std::string &folder : {dest, dest + "/cubins"})
       if (!empty && llvm::sys::fs::is_directory(folder) &&
           ::access(folder.c_str(), W_OK | X_OK) != 0)
@@ -573,7 +581,10 @@ int aot(const AotOptions &o) {
     const bool bundle = isBundleFolder(dest, why);
     if (!existed) {
       error = named + " was made while compiling (" +
-              (bundle ? "another attnc aot's bundle" : "not a bundle folder: " + why) + ")";
+              (isEmptyFolder(dest) ? std::string("an empty folder")
+               : bundle            ? "another attnc aot's bundle"
+                                   : "not a bundle folder: " + why) +
+              ")";
       ok = false;
     } else if (!bundle) {
       error = named + " is no longer a bundle folder (" + why + ")";

@@ -364,7 +364,8 @@ int verifyBundle(const std::string &dir) {
     for (const auto &[number, what] : frame)
       problem(sourcePath + (number ? ":" + std::to_string(number) + ": " : " "), what);
     linkable = why.empty(); // (the entries are compared whatever is around them)
-    if (form == &kSourceForms[1])
+    if (form == &kSourceForms[1] &&
+        source.find(std::string("\n") + kSourceForms[1].registration) != std::string::npos)
       note(sourcePath, " is of an attnc before ABI version 6: it registers through the C++ "
                        "runtime's attn::BundleRegistration, so it links with a build tree's "
                        "runtime only, not with libattnc.so (attnc aot writes one that links "
