@@ -420,16 +420,18 @@ int verifyBundle(const std::string &dir) {
                          const std::string &array, std::vector<unsigned char> &bytes) {
       if (readManifestCubin(dir, file, size, sum, bytes, why))
         return true;
-      // The file read whole only where it is a regular file of the array's size.
-      std::vector<char> embedded, whole;
-      std::vector<unsigned char> read;
+      // The file read whole (again: `bytes` stops one past the manifest's
+      // size) only where it is a regular file of the array's size.
+      std::vector<char> embedded;
+      std::vector<unsigned char> whole;
       int readErr = 0;
-      if (entry && !array.empty() && embeddedArray(source, array, embedded) &&
+      const bool agree =
+          entry && !array.empty() && embeddedArray(source, array, embedded) &&
           !embedded.empty() &&
-          readRegularFile(dir + "/" + file, embedded.size() + 1, read, readErr) &&
-          read.size() == embedded.size())
-        whole.assign(read.begin(), read.end());
-      if (!whole.empty() && embedded == whole) {
+          readRegularFile(dir + "/" + file, embedded.size() + 1, whole, readErr) &&
+          std::equal(whole.begin(), whole.end(), embedded.begin(), embedded.end(),
+                     [](unsigned char w, char e) { return w == static_cast<unsigned char>(e); });
+      if (agree) {
         problem(where, "the manifest says " + std::to_string(size) + " bytes, " + sum + " for " +
                            file + ", but the file and bundle.cpp's " + array + " agree on " +
                            std::to_string(whole.size()) + " bytes, " +

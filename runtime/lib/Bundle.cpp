@@ -166,15 +166,12 @@ bool sameKernels(const std::pair<const BundleEntry *, size_t> &a, const BundleEn
   return true;
 }
 
-/// Why a bundle of this name cannot be registered beside those that are
-/// ("" if it can); the caller holds the lock.
-std::string nameTaken(const Registry &r, const char *name) {
-  for (size_t i = 0; i < r.names.size(); ++i)
-    if (r.names[i] == name)
-      return "a bundle named '" + std::string(name) + "' is already registered (" +
-             (r.origins[i].empty() ? "linked into the program" : "loaded from " + r.origins[i]) +
-             "); build one of them with another name (attnc aot --name)";
-  return "";
+/// Why another bundle cannot take the name of registered bundle `i`; the
+/// caller holds the lock.
+std::string nameTaken(const Registry &r, size_t i) {
+  return "a bundle named '" + r.names[i] + "' is already registered (" +
+         (r.origins[i].empty() ? "linked into the program" : "loaded from " + r.origins[i]) +
+         "); build one of them with another name (attnc aot --name)";
 }
 
 /// Registers a bundle linked into the program, or keeps why it was refused
@@ -186,15 +183,14 @@ std::string registerLinked(const char *name, const BundleEntry *entries, size_t 
     Registry &r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     why = refusal(name, entries, count, entry_bytes);
-    if (why.empty()) {
-      // The same bundle again (its bundle.cpp in two of the program's
-      // libraries, or its folder loaded first): nothing new, nothing wrong.
-      for (size_t i = 0; i < r.names.size(); ++i)
-        if (r.names[i] == name && sameKernels(r.tables[i], entries, count))
+    for (size_t i = 0; why.empty() && i < r.names.size(); ++i)
+      if (r.names[i] == name) {
+        // The same bundle again (its bundle.cpp in two of the program's
+        // libraries, or its folder loaded first): nothing new, nothing wrong.
+        if (sameKernels(r.tables[i], entries, count))
           return "";
-      if (!(why = nameTaken(r, name)).empty())
-        why = bundleLabel(name) + ": " + why + "; its kernels are not used";
-    }
+        why = bundleLabel(name) + ": " + nameTaken(r, i) + "; its kernels are not used";
+      }
     if (why.empty()) {
       add(r, name, entries, count, "", "");
       return why;
@@ -231,7 +227,7 @@ bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t c
                 "been rebuilt since: the process keeps the kernels it loaded first (restart it "
                 "to serve the new ones)";
       else
-        error = nameTaken(r, name);
+        error = nameTaken(r, i);
       return false;
     }
   add(r, name, entries, count, origin, version);
