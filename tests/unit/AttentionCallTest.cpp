@@ -266,6 +266,41 @@ TEST_CASE("a long head_dim 64 prefill on sm_90a takes the warp-specialised 192 x
   CHECK(tiles(tuned) == "128x128");
 }
 
+TEST_CASE("a long head_dim 64 prefill's tiles have the default ones as a twin", "[attention]") {
+  auto spec = [](const std::string &text) {
+    SpecResult r = parseSpec(text);
+    REQUIRE(r);
+    return *r.spec;
+  };
+  // The default tiles of what attentionSpec gives a long prompt, mask by mask.
+  std::optional<Spec> twin =
+      longPrefillDefaultSpec(spec("head_dim=64,target=sm_90a,tile_q=192,tile_kv=128"));
+  REQUIRE(twin);
+  CHECK(twin->str() == spec("head_dim=64,target=sm_90a").str());
+  CHECK(twin->tile_q == 64);
+  CHECK(twin->tile_kv == 128);
+  twin = longPrefillDefaultSpec(
+      spec("head_dim=64,mask=causal,page_size=16,gqa=4,target=sm_90a,tile_q=192,tile_kv=128"));
+  REQUIRE(twin);
+  CHECK(twin->str() == spec("head_dim=64,mask=causal,page_size=16,gqa=4,target=sm_90a").str());
+  // Not tiles attentionSpec chooses: other tiles, a depth given, a named
+  // block, a window mask, another head_dim or target; the default tiles.
+  for (const char *other : {"head_dim=64,target=sm_90a,tile_q=192,tile_kv=64",
+                            "head_dim=64,target=sm_90a,tile_q=192,tile_kv=128,stages=2",
+                            "head_dim=64,target=sm_90a,tile_q=192,tile_kv=128,mma=wgmma_ws",
+                            "head_dim=64,target=sm_90a,tile_q=192,tile_kv=128,"
+                            "mask=sliding_window(100)",
+                            "head_dim=64,target=sm_80,tile_q=192,tile_kv=128",
+                            "head_dim=64,target=sm_90a"})
+    CHECK_FALSE(longPrefillDefaultSpec(spec(other)));
+  // Under a tuning table for the kind, attentionSpec takes its tiles instead.
+  setTileTuner([](const Spec &) -> std::optional<TunedTiles> { return TunedTiles{128, 128, 2}; });
+  const bool twinWhileTuned =
+      longPrefillDefaultSpec(spec("head_dim=64,target=sm_90a,tile_q=192,tile_kv=128")).has_value();
+  setTileTuner(nullptr);
+  CHECK_FALSE(twinWhileTuned);
+}
+
 TEST_CASE("tensors that do not fit together are refused by name", "[attention]") {
   struct Case {
     const char *want;

@@ -289,6 +289,36 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
   REQUIRE(attnc_kernel_source(unbundled, source, sizeof source) == ATTNC_OK);
   CHECK(std::string(source) == "memory");
   attnc_kernel_release(unbundled);
+  if (std::string(arch) == "sm_90a") {
+    // A long head_dim 64 prefill's 192 x 128 tiles, held by no bundle: served
+    // by the kernel of the default tiles (got before, as a bundled one is).
+    const char *shortTiles = "mode=prefill,head_dim=64,mask=causal";
+    const char *longTiles = "mode=prefill,head_dim=64,mask=causal,tile_q=192,tile_kv=128";
+    REQUIRE(attnc_runtime_set_aot_only(rt, 0) == ATTNC_OK);
+    attnc_kernel *got = nullptr;
+    REQUIRE(attnc_kernel_get(rt, shortTiles, &got) == ATTNC_OK);
+    attnc_kernel_release(got);
+    REQUIRE(attnc_runtime_set_aot_only(rt, 1) == ATTNC_OK);
+    got = nullptr;
+    REQUIRE(attnc_kernel_get(rt, longTiles, &got) == ATTNC_OK);
+    char served[512];
+    REQUIRE(attnc_kernel_spec(got, served, sizeof served) == ATTNC_OK);
+    CHECK(std::string(served).find("tile_q=64,tile_kv=64") != std::string::npos);
+    attnc_kernel_release(got);
+    // Nor the default tiles got: refused, and the error names both.
+    got = nullptr;
+    CHECK(attnc_kernel_get(rt, "mode=prefill,head_dim=64,page_size=16,tile_q=192,tile_kv=128",
+                           &got) == ATTNC_ERROR_NOT_BUNDLED);
+    CHECK(std::string(attnc_last_error()).find("those of a long head_dim 64 prefill, and no "
+                                               "bundle holds the default ones") != std::string::npos);
+    CHECK(got == nullptr);
+    // A window mask keeps its tiles: refused, not served by other ones.
+    got = nullptr;
+    CHECK(attnc_kernel_get(rt, "mode=prefill,head_dim=64,mask=sliding_window(64),tile_q=192,"
+                               "tile_kv=128",
+                           &got) == ATTNC_ERROR_NOT_BUNDLED);
+    CHECK(got == nullptr);
+  }
   REQUIRE(attnc_runtime_set_aot_only(rt, 0) == ATTNC_OK);
   const char *bad[] = {"gqa=4", "head_dim=7"};
   // On failure every out[i] is null, whatever it held before.

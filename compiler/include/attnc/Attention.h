@@ -105,6 +105,12 @@ constexpr int64_t kLongPrefillRows = 4096;
 /// those tiles: a prefill spec of head_dim 64 on sm_90a with mma = auto,
 /// tiles left to the defaults (the caller's part) and none tuned for it.
 bool longPrefillTiles(const Spec &spec, int64_t max_q_len);
+/// For a spec on exactly the tiles longPrefillTiles gives (192 x 128, the
+/// depth left open, a spec that takes them), the same spec on its default
+/// tiles; nullopt for any other. The runtime serves such a spec in AOT-only
+/// mode with a bundle's default-tile kernel when no bundle holds the long
+/// tiles: the same attention, a little slower on long prompts.
+std::optional<Spec> longPrefillDefaultSpec(const Spec &spec);
 
 /// The spec the call's tensors and mask imply, for `target` (a GPU
 /// architecture name), and the launch arguments; false with `error` naming

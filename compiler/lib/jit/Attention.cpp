@@ -109,6 +109,19 @@ bool longPrefillTiles(const Spec &spec, int64_t max_q_len) {
   return !otherMask && max_q_len >= kLongPrefillRows;
 }
 
+std::optional<Spec> longPrefillDefaultSpec(const Spec &spec) {
+  if (spec.tile_q != kWsTileQ64 || spec.tile_kv != 128 || spec.stages != kStagesAuto)
+    return std::nullopt;
+  Spec open = spec;
+  open.tile_q = open.tile_kv = 0;
+  if (!longPrefillTiles(open, kLongPrefillRows))
+    return std::nullopt;
+  applyDefaultTiles(open);
+  if (open == spec || validateSpec(open))
+    return std::nullopt;
+  return open;
+}
+
 bool deriveAttention(const AttentionCall &c, Target target, Spec &spec, AttentionArgs &a,
                      std::string &error) {
   auto bad = [&](const std::string &m) {

@@ -1,6 +1,7 @@
 //===- Runtime.cpp - Kernels for specs, compiled on demand -----------------===//
 
 #include "attnc/Runtime.h"
+#include "attnc/Attention.h"
 #include "attnc/Bundle.h"
 #include "attnc/EmitCuda.h"
 #include "attnc/Tuning.h"
@@ -76,6 +77,16 @@ KernelCache &Runtime::cache() {
   return *cache_;
 }
 
+namespace {
+/// The spec on the default tiles of one whose tiles attnc chose for it
+/// (untunedSpec, longPrefillDefaultSpec); nullopt for any other.
+std::optional<Spec> defaultTilesTwin(const Spec &spec) {
+  if (std::optional<Spec> untuned = untunedSpec(spec))
+    return untuned;
+  return longPrefillDefaultSpec(spec);
+}
+} // namespace
+
 KernelLookup Runtime::kernel(const Spec &spec) {
   auto t0 = std::chrono::steady_clock::now();
   bool shared = false;
@@ -85,15 +96,17 @@ KernelLookup Runtime::kernel(const Spec &spec) {
     found.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  // AOT only: a spec whose tiles are those a tuning table on this machine
-  // gives its kind, which no bundle holds, is served by the bundled kernel of
-  // the built-in tiles rather than refused (a bundle built without the table
-  // holds those). Remembered under that spec only: with JIT on again, this
-  // one is compiled.
+  // AOT only: a spec whose tiles attnc chose, which no bundle holds, is
+  // served by the bundled kernel of the default tiles rather than refused:
+  // tiles a tuning table on this machine gives its kind (a bundle built
+  // without the table holds the built-in ones), or the 192 x 128 tiles of a
+  // long head_dim 64 prefill (a bundle line that leaves its tiles open holds
+  // the default ones). Remembered under that spec only: with JIT on again,
+  // this one is compiled.
   if (!found && found.notBundled && aotOnly_)
-    if (std::optional<Spec> untuned = untunedSpec(spec))
-      if (KernelLookup twin = kernel(*untuned))
-        return twin;
+    if (std::optional<Spec> twin = defaultTilesTwin(spec))
+      if (KernelLookup served = kernel(*twin))
+        return served;
   return found;
 }
 
@@ -143,15 +156,18 @@ KernelLookup Runtime::build(const Spec &spec) {
   for (size_t i = 0; !aot && i < archs.size(); ++i)
     aot = findBundledKernel(spec.str(), archs[i]);
   auto notBundled = [&] {
-    // (kernel() then tries the spec of the built-in tiles.)
-    const std::optional<Spec> untuned = untunedSpec(spec);
+    // (kernel() then tries the spec of the default tiles.)
     out.error = spec.str() + " is in no AOT bundle built for " + arch_ +
                 (archs.size() > 1 ? " or sm_80" : "") +
                 (spec.mode == Mode::Decode ? ", with this or any other tile_q" : "") +
                 " (AOT-only mode: no JIT)";
-    if (untuned)
+    if (const std::optional<Spec> untuned = untunedSpec(spec))
       out.error += "; its tiles are the tuning table's (" + TuningTable::defaultPath() +
                    "), and no bundle holds the built-in ones (" + untuned->str() + ") either";
+    else if (const std::optional<Spec> shorter = longPrefillDefaultSpec(spec))
+      out.error += "; its tiles are those of a long head_dim 64 prefill, and no bundle holds "
+                   "the default ones (" +
+                   shorter->str() + ") either";
     out.notBundled = true;
     for (const std::string &refused : bundleErrors())
       out.error += "; " + refused;
