@@ -90,23 +90,9 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
     if (why)
       return bundle + ": entry " + std::to_string(i) + " has " + why + unused;
   }
-  // The runtime finds an entry by its canonical spec for its target's
-  // architecture (what attnc aot writes): any other could never be found.
-  for (size_t i = 0; i < count; ++i) {
-    const BundleEntry &e = entries[i];
-    const std::string entry = "entry " + std::to_string(i) + " (" + e.spec + ")";
-    SpecResult spec = parseSpec(e.spec);
-    const std::string why =
-        !spec                          ? "is an invalid spec: " + spec.error->message()
-        : !spec.spec->isGPU()          ? "is a cpu spec"
-        : spec.spec->str() != e.spec   ? "is not in canonical form (" + spec.spec->str() + ")"
-        : e.arch != std::string(attn::name(spec.spec->target))
-            ? "is for target " + std::string(attn::name(spec.spec->target)) +
-                  ", its architecture is " + e.arch
-            : "";
-    if (!why.empty())
-      return bundle + ": " + entry + " " + why + unused;
-  }
+  for (size_t i = 0; i < count; ++i)
+    if (const std::string why = bundledSpecProblem(entries[i].spec, entries[i].arch); !why.empty())
+      return bundle + ": entry " + std::to_string(i) + " (" + entries[i].spec + "): " + why + unused;
   // Each kernel once: a second entry of one would never be used.
   std::map<std::pair<std::string, std::string>, size_t> seen;
   for (size_t i = 0; i < count; ++i)
@@ -232,6 +218,22 @@ bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t c
     }
   add(r, name, entries, count, origin, version);
   return true;
+}
+
+std::string bundledSpecProblem(const std::string &spec, const std::string &arch) {
+  SpecResult parsed = parseSpec(spec);
+  if (!parsed)
+    return parsed.error->message();
+  if (!parsed.spec->isGPU())
+    return "a cpu spec in an AOT bundle";
+  const std::string target = name(parsed.spec->target);
+  if (parsed.spec->str() != spec)
+    return "the spec is not in canonical form (" + parsed.spec->str() + ")" +
+           (arch != target ? ", and its target is not the architecture " + arch : std::string());
+  if (arch != target)
+    return "architecture " + arch + " for a spec of target " + target +
+           " (attnc aot writes the target's)";
+  return "";
 }
 
 std::string &cApiLastError() {

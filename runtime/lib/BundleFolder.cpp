@@ -254,20 +254,9 @@ bool manifestKernelLine(std::string &line) {
 }
 
 std::string checkManifestLine(const ManifestLine &m, int format) {
+  if (std::string why = bundledSpecProblem(m.spec, m.arch); !why.empty())
+    return why;
   SpecResult spec = parseSpec(m.spec);
-  if (!spec)
-    return spec.error->message();
-  if (!spec.spec->isGPU())
-    return "a cpu spec in an AOT bundle";
-  if (spec.spec->str() != m.spec)
-    return "the spec is not in canonical form (" + spec.spec->str() + ")" +
-           (m.arch != name(spec.spec->target)
-                ? ", and its target is not the line's architecture " + m.arch
-                : std::string());
-  // attnc aot builds each spec for its target's architecture.
-  if (m.arch != name(spec.spec->target))
-    return "architecture " + m.arch + " for a spec of target " + name(spec.spec->target) +
-           " (attnc aot writes the target's)";
   // The launch shape's numbers, as a launch of the spec's kernels takes them.
   if (format >= 2 && m.cluster_merge != 0 && m.cluster_merge != 1)
     return "cluster_merge not 0 or 1";

@@ -236,16 +236,16 @@ TEST_CASE("the C API's registration refuses another entry layout and a name take
   CHECK(attnc_bundle_register("uncanonical-c", uncanonical, 1, sizeof uncanonical[0]) ==
         ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError() ==
-        "bundle uncanonical-c: entry 0 (mode=prefill,head_dim=64,mask=causal,target=sm_80) is not "
-        "in canonical form (" + std::string(kCausalSm80) + "); its kernels are not used");
+        "bundle uncanonical-c: entry 0 (mode=prefill,head_dim=64,mask=causal,target=sm_80): the "
+        "spec is not in canonical form (" + std::string(kCausalSm80) + "); its kernels are not used");
   const attnc_bundle_entry otherArch[] = {
       {kCausalSm80, "sm_90a", bytes(viaC), viaC.size(), 128, 4096, 0, 0, 0, nullptr, 0, kParams},
   };
   CHECK(attnc_bundle_register("arch-c", otherArch, 1, sizeof otherArch[0]) ==
         ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attn::cApiLastError() == "bundle arch-c: entry 0 (" + std::string(kCausalSm80) +
-                                     ") is for target sm_80, its architecture is sm_90a; its "
-                                     "kernels are not used");
+                                     "): architecture sm_90a for a spec of target sm_80 (attnc "
+                                     "aot writes the target's); its kernels are not used");
   const attnc_bundle_entry doubled[] = {cEntries[0], cEntries[0]};
   CHECK(attnc_bundle_register("doubled-c", doubled, 2, sizeof doubled[0]) ==
         ATTNC_ERROR_INVALID_ARGUMENT);

@@ -70,6 +70,12 @@ bool registerLoadedBundle(const char *name, const BundleEntry *entries, size_t c
 /// message for attnc_last_error(), which it and the C API set.
 std::string &cApiLastError();
 
+/// Why a bundled kernel of `spec` built for `arch` could never be found, or
+/// "": the runtime looks a kernel up by its canonical GPU spec and its
+/// target's architecture, as `attnc aot` writes them. Both a linked
+/// bundle's entries and a loaded folder's manifest lines are held to it.
+std::string bundledSpecProblem(const std::string &spec, const std::string &arch);
+
 /// The entry of `spec` (canonical form) built for `arch`, or null.
 const BundleEntry *findBundledKernel(const std::string &spec, const std::string &arch);
 
