@@ -161,9 +161,10 @@ std::string nameTaken(const Registry &r, size_t i) {
 }
 
 /// Registers a bundle linked into the program, or keeps why it was refused
-/// for bundleErrors() and returns it.
+/// for bundleErrors() and returns it. `added`: whether the registry now
+/// points into `entries` (not when refused, nor for the same bundle again).
 std::string registerLinked(const char *name, const BundleEntry *entries, size_t count,
-                           size_t entry_bytes) {
+                           size_t entry_bytes, bool *added = nullptr) {
   std::string why;
   {
     Registry &r = registry();
@@ -179,6 +180,8 @@ std::string registerLinked(const char *name, const BundleEntry *entries, size_t 
       }
     if (why.empty()) {
       add(r, name, entries, count, "", "");
+      if (added)
+        *added = true;
       return why;
     }
   }
@@ -285,27 +288,30 @@ extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bund
         attn::bundleLabel(name) + ": " + std::to_string(count) +
         " entries do not fit in memory (a wrong count); its kernels are not used"));
   try {
-    // In the C++ runtime's own form (attn::BundleEntry), kept like the
-    // caller's table until the process ends. (Null entries stay null: the
-    // registration names them.)
-    const BundleEntry *table = nullptr;
+    // In the C++ runtime's own form (attn::BundleEntry); a table the
+    // registry takes is kept like the caller's until the process ends.
+    // (Null entries stay null: the registration names them.)
+    std::unique_ptr<BundleEntry[]> table;
     if (entries && count) {
-      static std::mutex keptMutex;
-      static auto *kept = new std::vector<std::unique_ptr<BundleEntry[]>>();
-      auto owned = std::make_unique<BundleEntry[]>(count);
-      BundleEntry *copy = owned.get();
-      std::lock_guard<std::mutex> lock(keptMutex);
-      kept->push_back(std::move(owned));
+      table = std::make_unique<BundleEntry[]>(count);
       for (size_t i = 0; i < count; ++i) {
         const attnc_bundle_entry &e = entries[i];
-        copy[i] = BundleEntry{e.spec,          e.arch,           e.cubin,
-                              e.cubin_size,    e.threads,        e.shared_bytes,
-                              e.merge_threads, e.cluster_merge,  e.pair_shared_bytes,
-                              e.pair_cubin,    e.pair_cubin_size, e.params_bytes};
+        table[i] = BundleEntry{e.spec,          e.arch,           e.cubin,
+                               e.cubin_size,    e.threads,        e.shared_bytes,
+                               e.merge_threads, e.cluster_merge,  e.pair_shared_bytes,
+                               e.pair_cubin,    e.pair_cubin_size, e.params_bytes};
       }
-      table = copy;
     }
-    return status(attn::registerLinked(name, table, count, sizeof(BundleEntry)));
+    static std::mutex keptMutex;
+    static auto *kept = new std::vector<std::unique_ptr<BundleEntry[]>>();
+    std::lock_guard<std::mutex> lock(keptMutex);
+    kept->reserve(kept->size() + 1); // the push below cannot throw once the registry has it
+    bool added = false;
+    const std::string why =
+        attn::registerLinked(name, table.get(), count, sizeof(BundleEntry), &added);
+    if (added && table)
+      kept->push_back(std::move(table));
+    return status(why);
   } catch (const std::exception &e) { // no C++ exception crosses the C boundary
     return status(attn::keepRefusal(attn::bundleLabel(name) +
                                     ": cannot be registered (" + e.what() +
