@@ -8,11 +8,55 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
+/// What the registrations below print on stderr, taken into a file while
+/// they run (this file's statics start in order): a test reads it, and a
+/// listing of the tests (at build time) prints none of the refusals made here
+/// on purpose.
+class StderrTaken {
+public:
+  StderrTaken() {
+    std::fflush(stderr);
+    file_ = std::tmpfile();
+    saved_ = file_ ? dup(STDERR_FILENO) : -1;
+    if (saved_ >= 0 && dup2(fileno(file_), STDERR_FILENO) < 0) {
+      close(saved_);
+      saved_ = -1;
+    }
+  }
+  /// Gives stderr back; what was printed meanwhile.
+  std::string giveBack() {
+    std::fflush(stderr);
+    if (saved_ >= 0) {
+      dup2(saved_, STDERR_FILENO);
+      close(saved_);
+      saved_ = -1;
+    }
+    std::string text;
+    if (file_) {
+      std::rewind(file_);
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;)
+        text.append(buf, n);
+      std::fclose(file_);
+      file_ = nullptr;
+    }
+    return text;
+  }
+
+private:
+  std::FILE *file_ = nullptr;
+  int saved_ = -1;
+};
+StderrTaken startupStderr;
+
 using attn::test::fakeCubin;
 using attn::test::launchOf;
 
@@ -102,6 +146,7 @@ const attnc_status cStale =
     attnc_bundle_register("stale-c", cEntries, 1, sizeof(attnc_bundle_entry) - sizeof(size_t));
 const attnc_status cTaken = attnc_bundle_register("first", cEntries, 1, sizeof cEntries[0]);
 const std::vector<std::string> kRegistered = {"first", "second", "linked-c"};
+const std::string kStartupWarnings = startupStderr.giveBack();
 } // namespace
 
 TEST_CASE("bundles register their kernels at start-up, and the first one registered wins",
@@ -168,6 +213,17 @@ TEST_CASE("a bundle whose entry's launch shape is not the one its cubin says is 
                        "_launch of 5 ints with its bytes: built by an earlier attnc") !=
         std::string::npos);
   CHECK(attn::bundleNames() == kRegistered);
+}
+
+TEST_CASE("each refused linked bundle is named on stderr at start-up", "[bundle]") {
+  // One warning line per refusal kept, in order, and nothing else.
+  std::string want;
+  for (const std::string &why : attn::bundleErrors())
+    if (want.size() < kStartupWarnings.size())
+      want += "attnc: warning: " + why + "\n";
+  CHECK(kStartupWarnings == want);
+  CHECK(kStartupWarnings.find("attnc: warning: bundle stale-c: compiled with entries of ") !=
+        std::string::npos);
 }
 
 TEST_CASE("a bundle registered through the C API (bundle.cpp's call) serves like a linked one",
