@@ -92,7 +92,8 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
   }
   for (size_t i = 0; i < count; ++i)
     if (const std::string why = bundledSpecProblem(entries[i].spec, entries[i].arch); !why.empty())
-      return bundle + ": entry " + std::to_string(i) + " (" + entries[i].spec + "): " + why + unused;
+      return bundle + ": entry " + std::to_string(i) + " (" + entries[i].spec + "): " + why +
+             unused;
   // Each kernel once: a second entry of one would never be used.
   std::map<std::pair<std::string, std::string>, size_t> seen;
   for (size_t i = 0; i < count; ++i)
@@ -302,15 +303,18 @@ extern "C" attnc_status attnc_bundle_register(const char *name, const attnc_bund
                                e.pair_cubin,    e.pair_cubin_size, e.params_bytes};
       }
     }
+    // Kept before the registry sees it (a registration that throws part-way
+    // may already point into it), and let go only when it is known unused.
     static std::mutex keptMutex;
     static auto *kept = new std::vector<std::unique_ptr<BundleEntry[]>>();
     std::lock_guard<std::mutex> lock(keptMutex);
-    kept->reserve(kept->size() + 1); // the push below cannot throw once the registry has it
-    bool added = false;
-    const std::string why =
-        attn::registerLinked(name, table.get(), count, sizeof(BundleEntry), &added);
-    if (added && table)
+    const BundleEntry *copy = table.get();
+    if (copy)
       kept->push_back(std::move(table));
+    bool added = false;
+    const std::string why = attn::registerLinked(name, copy, count, sizeof(BundleEntry), &added);
+    if (copy && !added)
+      kept->pop_back();
     return status(why);
   } catch (const std::exception &e) { // no C++ exception crosses the C boundary
     return status(attn::keepRefusal(attn::bundleLabel(name) +

@@ -18,6 +18,12 @@
 #include <cstring>
 #include <string>
 
+namespace {
+// The built-in tiles, whatever tuning table the machine has (`attnc tune`'s,
+// read once per process at the first runtime): the tests name them.
+const int kNoTuningTable = setenv("ATTNC_TUNING_FILE", "/dev/null/no-table", 1);
+} // namespace
+
 TEST_CASE("the C API reports its version and checks specs", "[capi]") {
   CHECK(std::string(attnc_version()).rfind("attnc ", 0) == 0);
   CHECK(attnc_abi_version() == ATTNC_ABI_VERSION);
@@ -309,8 +315,9 @@ TEST_CASE("the C API runtime binds to a GPU or says why not", "[capi]") {
     got = nullptr;
     CHECK(attnc_kernel_get(rt, "mode=prefill,head_dim=64,page_size=16,tile_q=192,tile_kv=128",
                            &got) == ATTNC_ERROR_NOT_BUNDLED);
-    CHECK(std::string(attnc_last_error()).find("those of a long head_dim 64 prefill, and no "
-                                               "bundle holds the default ones") != std::string::npos);
+    CHECK(std::string(attnc_last_error())
+              .find("those of a long head_dim 64 prefill, and no bundle holds the default ones") !=
+          std::string::npos);
     CHECK(got == nullptr);
     // A window mask keeps its tiles: refused, not served by other ones.
     got = nullptr;

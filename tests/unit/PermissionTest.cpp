@@ -150,9 +150,8 @@ TEST_CASE("a tuning table this user cannot read is an error, not an empty table"
       return std::string("the spec does not parse");
     table.set(*spec.spec, {64, 64}, "");
     f.expect(!table.save(s.path("readonly/table.txt"), error), "saved into a read-only folder");
-    f.expect(error.rfind("cannot write the tuning table " + s.path("readonly/table.txt") + " (", 0) ==
-                     0 &&
-                 error.find(kDenied) != std::string::npos,
+    const std::string unwritten = "cannot write the tuning table " + s.path("readonly/table.txt");
+    f.expect(error.rfind(unwritten + " (", 0) == 0 && error.find(kDenied) != std::string::npos,
              "save said: " + error);
     f.expect(!TuningTable::record(s.path("readonly/table.txt"), *spec.spec, {64, 64}, "", error),
              "recorded into a read-only folder");

@@ -48,11 +48,12 @@ public:
   /// bundled decode kernel that differs from it only in tile_q, and where it
   /// is compiled, it is the tile_q = 1 spec's kernel that is compiled and
   /// shared by every token count (the kernel keeps its own spec and names).
-  /// In AOT-only mode, a spec whose tiles attnc chose, which no bundle holds,
-  /// is served by the bundled kernel of the default tiles instead of
-  /// refused: tiles the tuning table gives its kind (untunedSpec), or a long
-  /// head_dim 64 prefill's 192 x 128 (longPrefillDefaultSpec). The kernel
-  /// keeps its own spec, so Kernel::spec() says which it is. An sm_90a spec runs on
+  /// In AOT-only mode, a spec on tiles attnc would choose for it (whoever
+  /// gave them), which no bundle holds, is served by the kernel of the
+  /// default tiles (bundled, or got before) instead of refused: tiles the
+  /// tuning table gives its kind (untunedSpec), or a long head_dim 64
+  /// prefill's 192 x 128 (longPrefillDefaultSpec). The kernel keeps its own
+  /// spec, so Kernel::spec() says which it is. An sm_90a spec runs on
   /// compute capability 9.x only (wgmma and the cluster merge are sm_90a's
   /// own), an sm_80 one on any GPU from 8.0; the
   /// cubin is built for the GPU's own architecture and loaded into

@@ -192,10 +192,11 @@ ATTNC_API attnc_status attnc_runtime_arch(const attnc_runtime *runtime, char *ou
 
 /** AOT only (aot_only nonzero): a spec no AOT bundle holds is
  *  ATTNC_ERROR_NOT_BUNDLED instead of a JIT compile; kernels already got
- *  stay usable. A spec on tiles attnc chose (a tuning table's, or a long
- *  head_dim 64 prefill's 192 x 128) is served by a bundled kernel of the
- *  default tiles where no bundle holds its own (attnc_kernel_spec says
- *  which). Added in ABI version 5. */
+ *  stay usable. A spec on tiles attnc would choose for it (a tuning
+ *  table's, or a long head_dim 64 prefill's 192 x 128), whoever gave them,
+ *  is served by the kernel of the default tiles (bundled, or got before)
+ *  where no bundle holds its own (attnc_kernel_spec says which). Added in
+ *  ABI version 5. */
 ATTNC_API attnc_status attnc_runtime_set_aot_only(attnc_runtime *runtime, int aot_only);
 
 /** The kernel of a spec: from an AOT bundle (linked into the process, or

@@ -96,17 +96,24 @@ KernelLookup Runtime::kernel(const Spec &spec) {
     found.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  // AOT only: a spec whose tiles attnc chose, which no bundle holds, is
-  // served by the bundled kernel of the default tiles rather than refused:
-  // tiles a tuning table on this machine gives its kind (a bundle built
-  // without the table holds the built-in ones), or the 192 x 128 tiles of a
-  // long head_dim 64 prefill (a bundle line that leaves its tiles open holds
-  // the default ones). Remembered under that spec only: with JIT on again,
-  // this one is compiled.
+  // AOT only: a spec on tiles attnc would choose for it, which no bundle
+  // holds, is served by the kernel of the default tiles (bundled, or got
+  // before) rather than refused: tiles a tuning table on this machine gives
+  // its kind (a bundle built without the table holds the built-in ones), or
+  // the 192 x 128 tiles of a long head_dim 64 prefill (a bundle line that
+  // leaves its tiles open holds the default ones). The runtime cannot tell
+  // such tiles from the same ones given by hand: those are served alike.
+  // Remembered under that spec only: with JIT on again, this one is compiled.
   if (!found && found.notBundled && aotOnly_)
-    if (std::optional<Spec> twin = defaultTilesTwin(spec))
-      if (KernelLookup served = kernel(*twin))
+    if (std::optional<Spec> twin = defaultTilesTwin(spec)) {
+      KernelLookup served = kernel(*twin);
+      if (served)
         return served;
+      if (!served.notBundled) { // held, but it failed: that is the error to say
+        served.error = "as " + twin->str() + ": " + served.error;
+        return served;
+      }
+    }
   return found;
 }
 
