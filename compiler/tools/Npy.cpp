@@ -2,6 +2,8 @@
 
 #include "Npy.h"
 
+#include "attnc/NewFile.h"
+
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
@@ -347,17 +349,7 @@ bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
     error = named + ": cannot write: " + std::strerror(errno);
     return false;
   }
-  int failure = 0;
-  for (size_t done = 0; !failure && done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n > 0)
-      done += static_cast<size_t>(n);
-    else if (n == 0 || errno != EINTR)
-      failure = n == 0 ? EIO : errno;
-  }
-  if (::close(fd) != 0 && !failure)
-    failure = errno;
-  if (failure) {
+  if (const int failure = writeAndClose(fd, {bytes})) {
     error = named + ": write failed: " + std::strerror(failure);
     if (!inPlace)
       ::unlink(path.c_str());

@@ -2,7 +2,7 @@
 
 #include "attnc/KernelCache.h"
 
-#include "NewFile.h"
+#include "attnc/NewFile.h"
 
 #include <algorithm>
 #include <cctype>

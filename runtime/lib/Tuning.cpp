@@ -5,7 +5,7 @@
 #include "attnc/BundleFolder.h"
 #include "attnc/KernelCache.h"
 
-#include "NewFile.h"
+#include "attnc/NewFile.h"
 
 #include <atomic>
 #include <cerrno>
