@@ -62,13 +62,16 @@ stale=(results.json)
                            racecheck.log watchdog.log examples.log)
 [ $bench = 1 ] && stale+=(bench.log sdpa.log bench-py.log bench-py)
 for old in "${stale[@]}"; do rm -rf "${logs:?}/$old"; done
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 attnc="$pack/attnc"
 if [ ! -x "$attnc" ] && [ -f "$pack/attnc.xz" ]; then
-  unpacked=$(mktemp -d)
-  trap 'rm -rf "$unpacked"' EXIT
-  attnc="$unpacked/attnc"
+  attnc="$scratch/attnc"
   xz -dc "$pack/attnc.xz" > "$attnc" && chmod +x "$attnc"
 fi
+# attn-capi-tests was linked against the library's soname, libattnc.so.1: a
+# link of that name to the packed libattnc.so.
+ln -s "$(cd "$pack" && pwd)/libattnc.so" "$scratch/libattnc.so.1"
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 # bench/bench.py records the commit of the packed binaries, not of this checkout.
 if [ -z "${ATTNC_COMMIT:-}" ] && [ -f "$pack/commit.txt" ]; then
@@ -85,7 +88,7 @@ if [ $checks = 1 ]; then
   # prepare); ATTNC_EXPECT_GPU makes a runtime that does not bind a failure.
   step "the C API's and attnc.hpp's unit tests on the GPU"
   if [ -x "$pack/attn-capi-tests" ]; then
-    ATTNC_EXPECT_GPU=1 LD_LIBRARY_PATH="$pack${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    ATTNC_EXPECT_GPU=1 LD_LIBRARY_PATH="$scratch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       "$pack/attn-capi-tests" 2>&1 | tee "$logs/capi-tests.log" | tail -n 2
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   else

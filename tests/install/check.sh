@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
-for f in bin/attnc lib/libattnc.so include/attnc/attnc.h include/attnc/attnc.hpp \
+for f in bin/attnc lib/libattnc.so lib/libattnc.so.1 include/attnc/attnc.h include/attnc/attnc.hpp \
          lib/cmake/attnc/attncConfig.cmake \
          share/attnc/python/attnc/__init__.py; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
