@@ -36,9 +36,28 @@ Registry &registry() {
   return r;
 }
 
-/// How messages name a bundle.
+/// Where `name` has a control character (a line end, an escape), or npos:
+/// such a name is refused, since messages and logs quote names as they are.
+size_t controlCharacterAt(const char *name) {
+  for (size_t i = 0; name && name[i]; ++i)
+    if (static_cast<unsigned char>(name[i]) < 0x20 || name[i] == 0x7f)
+      return i;
+  return std::string::npos;
+}
+
+/// How messages name a bundle (a control character shown as \xNN).
 std::string bundleLabel(const char *name) {
-  return "bundle " + std::string(name && *name ? name : "(no name)");
+  if (!name || !*name)
+    return "bundle (no name)";
+  std::string shown;
+  for (const char *c = name; *c; ++c) {
+    char hex[8];
+    const unsigned char byte = static_cast<unsigned char>(*c);
+    if (byte < 0x20 || byte == 0x7f)
+      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+    shown += byte < 0x20 || byte == 0x7f ? std::string(hex) : std::string(1, *c);
+  }
+  return "bundle " + shown;
 }
 
 /// Why a bundle's entries, of `got` bytes each where it was compiled, cannot be
@@ -67,6 +86,9 @@ std::string refusal(const char *name, const BundleEntry *entries, size_t count,
   const std::string unused = "; its kernels are not used";
   if (!name || !*name || (count && !entries))
     return bundle + ": " + (name && *name ? "its entries are a null pointer" : "no name") + unused;
+  if (const size_t at = controlCharacterAt(name); at != std::string::npos)
+    return bundle + ": the name has a control character (byte " + std::to_string(at) +
+           "; attnc aot --name takes letters, digits and _)" + unused;
   if (entry_bytes != sizeof(BundleEntry))
     return otherLayout(name, entry_bytes, sizeof(BundleEntry));
   for (size_t i = 0; i < count; ++i)
@@ -131,8 +153,9 @@ void add(Registry &r, const char *name, const BundleEntry *entries, size_t count
   }
 }
 
-/// Whether two tables hold the same kernels, in the same order: the same
-/// specs and architectures, launch shapes and cubins' bytes.
+/// Whether two tables that passed refusal() (each kernel once) hold the same
+/// kernels, in any order: the same specs and architectures, launch shapes
+/// and cubins' bytes.
 bool sameKernels(const std::pair<const BundleEntry *, size_t> &a, const BundleEntry *b,
                  size_t count) {
   if (a.second != count)
@@ -140,10 +163,15 @@ bool sameKernels(const std::pair<const BundleEntry *, size_t> &a, const BundleEn
   auto bytes = [](const unsigned char *x, size_t xn, const unsigned char *y, size_t yn) {
     return xn == yn && (xn == 0 || std::memcmp(x, y, xn) == 0);
   };
+  std::map<std::pair<std::string, std::string>, const BundleEntry *> byKernel;
+  for (size_t i = 0; i < count; ++i)
+    byKernel.emplace(std::make_pair(a.first[i].spec, a.first[i].arch), &a.first[i]);
   for (size_t i = 0; i < count; ++i) {
-    const BundleEntry &x = a.first[i], &y = b[i];
-    if (std::strcmp(x.spec, y.spec) != 0 || std::strcmp(x.arch, y.arch) != 0 ||
-        x.threads != y.threads || x.shared_bytes != y.shared_bytes ||
+    const auto it = byKernel.find(std::make_pair(b[i].spec, b[i].arch));
+    if (it == byKernel.end())
+      return false;
+    const BundleEntry &x = *it->second, &y = b[i];
+    if (x.threads != y.threads || x.shared_bytes != y.shared_bytes ||
         x.merge_threads != y.merge_threads || x.cluster_merge != y.cluster_merge ||
         x.pair_shared_bytes != y.pair_shared_bytes || x.params_bytes != y.params_bytes ||
         !bytes(x.cubin, x.cubin_size, y.cubin, y.cubin_size) ||

@@ -455,17 +455,23 @@ bool loadBundleFolder(const std::string &dir, LoadedBundle &out, std::string &er
   std::free(real);
   // What it holds and says of it, not how its manifest is laid out: a copy
   // with CRLF line ends, a blank line or a comment more is the same bundle.
-  std::string held = storage->name;
+  // (In any order of the lines: each kernel is there once, and a manifest
+  // sorted otherwise holds the same bundle.)
+  std::vector<std::string> kernelLines;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const BundleEntry &e = storage->entries[i];
-    held += "\n" + std::string(e.spec) + " " + e.arch + " " +
+    kernelLines.push_back(std::string(e.spec) + " " + e.arch + " " +
             fnv1aHex(e.cubin, e.cubin_size) + " " +
             (e.pair_cubin ? fnv1aHex(e.pair_cubin, e.pair_cubin_size) : std::string("-")) + " " +
             std::to_string(e.threads) + " " + std::to_string(e.shared_bytes) + " " +
             std::to_string(e.merge_threads) + " " + std::to_string(e.cluster_merge) + " " +
             std::to_string(e.pair_shared_bytes) + " " + std::to_string(e.params_bytes) + " " +
-            std::to_string(kernels[i].registers) + " " + std::to_string(kernels[i].spill_bytes);
+            std::to_string(kernels[i].registers) + " " + std::to_string(kernels[i].spill_bytes));
   }
+  std::sort(kernelLines.begin(), kernelLines.end());
+  std::string held = storage->name;
+  for (const std::string &line : kernelLines)
+    held += "\n" + line;
   const std::string manifestSum = fnv1aHex(held.data(), held.size());
   std::lock_guard<std::mutex> lock(keptMutex);
   kept().reserve(kept().size() + 1); // kept() takes it without failing once registered

@@ -53,6 +53,26 @@ bool readCubinSymbols(const unsigned char *b, size_t n, CubinSymbols &out, std::
   auto section = [&](uint64_t i, size_t at, int size) {
     return field(b, shoff + i * shentsize + at, size);
   };
+  // What the driver reads when it loads the cubin lies in the bytes given:
+  // the program headers and their segments, and every section's contents.
+  constexpr size_t kPhdr = 56;
+  const uint64_t phoff = field(b, 32, 8), phentsize = field(b, 54, 2), phnum = field(b, 56, 2);
+  if (phnum && (phentsize < kPhdr || !inside(phoff, phnum * phentsize))) {
+    why = "has program headers outside the file (a damaged cubin)";
+    return false;
+  }
+  for (uint64_t i = 0; i < phnum; ++i) {
+    const uint64_t at = phoff + i * phentsize;
+    if (!inside(field(b, at + 8, 8), field(b, at + 32, 8))) {
+      why = "has a segment outside the file (a damaged cubin)";
+      return false;
+    }
+  }
+  for (uint64_t i = 0; i < shnum; ++i)
+    if (section(i, 4, 4) != kNoBits && !inside(section(i, 24, 8), section(i, 32, 8))) {
+      why = "has section " + std::to_string(i) + " outside the file (a damaged cubin)";
+      return false;
+    }
   bool symtab = false;
   for (uint64_t i = 0; i < shnum && !symtab; ++i) { // the symbol table (a cubin has one)
     if (section(i, 4, 4) != kSymtab)

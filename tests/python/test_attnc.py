@@ -446,6 +446,21 @@ class TestTensorChecks(unittest.TestCase):
             attnc.attention(FakeCudaArray((4, 2, 64)), k, FakeCudaArray((4, 2, 64)))
         self.assertIn("k is not contiguous", str(e.exception))
 
+    def test_read_only_and_masked_arrays_are_refused(self):
+        # What the kernel writes (out, lse, a workspace) must not say it is read-only;
+        # a masked array is taken nowhere. (Checked before a launch, which needs a GPU.)
+        out = FakeCudaArray((4, 2, 64))
+        out.__cuda_array_interface__["data"] = (0x7f0000000000, True)
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc._View(out, "out", written=True)
+        self.assertIn("out is read-only", str(e.exception))
+        self.assertEqual(attnc._View(out, "k").shape, (4, 2, 64))  # only read: taken
+        q = FakeCudaArray((4, 2, 64))
+        q.__cuda_array_interface__["mask"] = FakeCudaArray((4, 2, 64), typestr="|b1")
+        with self.assertRaises(attnc.AttncError) as e:
+            attnc.attention(q, FakeCudaArray((4, 2, 64)), FakeCudaArray((4, 2, 64)))
+        self.assertIn("q has a mask", str(e.exception))
+
     def test_shapes_are_checked(self):
         cases = [
             ((4, 64), (4, 2, 64), (4, 2, 64), "q has shape (4, 64)"),

@@ -195,6 +195,15 @@ TEST_CASE("a split count asked of a call that takes a prefill kernel is refused,
   AttentionShape emptyStep = s;
   emptyStep.max_q_len = 0;
   REQUIRE(attentionSpec(emptyStep, Target::SM90a, error));
+  // Unless the call asks for prefill kernels itself: the count is then refused.
+  emptyStep.decode = false;
+  CHECK(!attentionSpec(emptyStep, Target::SM90a, error));
+  CHECK(error.rfind("split_kv = ", 0) == 0);
+  CHECK(error.find("(decode = false)") != std::string::npos);
+  emptyStep.decode.reset();
+  emptyStep.tile_q = 64;
+  CHECK(!attentionSpec(emptyStep, Target::SM90a, error));
+  CHECK(error.find("(tile_q = 64 is given)") != std::string::npos);
   // Without a split count the same tensors take the prefill kernel as before.
   many.split_kv.reset();
   REQUIRE(attentionSpec(many, Target::SM90a, error));

@@ -9,6 +9,7 @@
 
 #include "attnc/Bundle.h"
 #include "attnc/BundleFolder.h"
+#include "attnc/attnc.h"
 #include "attnc/Cubin.h"
 #include "FakeCubin.h"
 
@@ -698,4 +699,44 @@ TEST_CASE("what is not a loadable bundle folder is refused with the reason", "[b
                            "range", "outside", "stale", "empty", "short", "unpaired",
                            "twice", "folder", "manifest-folder", "fifo"})
     CHECK_FALSE(registered(name));
+}
+
+TEST_CASE("the same kernels in another order are the same bundle", "[bundle-folder]") {
+  // A folder, then a copy whose manifest lists its two kernels the other way round.
+  const std::string dir = makeFolder("reordered");
+  const std::string copy = makeFolder("reordered");
+  std::string text = read(copy + "/manifest.txt");
+  const size_t third = text.find('\n', text.find('\n') + 1) + 1;
+  const size_t fourth = text.find('\n', third) + 1;
+  text = text.substr(0, third) + text.substr(fourth) + text.substr(third, fourth - third);
+  write(copy + "/manifest.txt", text);
+  attn::LoadedBundle loaded;
+  std::string error;
+  REQUIRE(attn::loadBundleFolder(dir, loaded, error));
+  CHECK_FALSE(loaded.again);
+  REQUIRE(attn::loadBundleFolder(copy, loaded, error));
+  CHECK(loaded.again);
+  // Through the C form: a table, then its entries the other way round; not
+  // when one kernel's bytes differ. (What the registry points into lives as
+  // long as the process, as a bundle.cpp's arrays do.)
+  static const std::string spec = canonical("mode=prefill,head_dim=32,target=sm_80");
+  static const std::string other = canonical("mode=prefill,head_dim=32,mask=causal,target=sm_80");
+  static const std::string cubin =
+      fakeCubin("ordered", {symbol(spec)}, 190, launchOf(spec, {128, 4096, 0, 0, 0}));
+  static const std::string otherCubin =
+      fakeCubin("ordered", {symbol(other)}, 190, launchOf(other, {128, 4096, 0, 0, 0}));
+  static const std::string changedCubin =
+      fakeCubin("changed", {symbol(other)}, 190, launchOf(other, {128, 4096, 0, 0, 0}));
+  auto entry = [](const std::string &s, const std::string &bytes) {
+    return attnc_bundle_entry{s.c_str(), "sm_80",
+                              reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(),
+                              128, 4096, 0, 0, 0, nullptr, 0, sizeof(attn::kernel::Params)};
+  };
+  static const attnc_bundle_entry first[] = {entry(spec, cubin), entry(other, otherCubin)};
+  REQUIRE(attnc_bundle_register("ordered", first, 2, sizeof first[0]) == ATTNC_OK);
+  const attnc_bundle_entry swapped[] = {first[1], first[0]};
+  CHECK(attnc_bundle_register("ordered", swapped, 2, sizeof swapped[0]) == ATTNC_OK);
+  const attnc_bundle_entry changed[] = {first[0], entry(other, changedCubin)};
+  CHECK(attnc_bundle_register("ordered", changed, 2, sizeof changed[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
 }

@@ -306,6 +306,13 @@ TEST_CASE("the C API's registration refuses another entry layout and a name take
   CHECK(attn::cApiLastError() == "bundle arch-c: entry 0 (" + std::string(kCausalSm80) +
                                      "): architecture sm_90a for a spec of target sm_80 (attnc "
                                      "aot writes the target's); its kernels are not used");
+  // A name with a line end or an escape would make its messages more lines,
+  // or color a terminal: refused, and shown escaped.
+  CHECK(attnc_bundle_register("two\nlines\x1b[31m", cEntries, 1, sizeof cEntries[0]) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(attn::cApiLastError() ==
+        "bundle two\\x0alines\\x1b[31m: the name has a control character (byte 3; attnc aot "
+        "--name takes letters, digits and _); its kernels are not used");
   const attnc_bundle_entry doubled[] = {cEntries[0], cEntries[0]};
   CHECK(attnc_bundle_register("doubled-c", doubled, 2, sizeof doubled[0]) ==
         ATTNC_ERROR_INVALID_ARGUMENT);

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -172,6 +173,17 @@ TEST_CASE("the C API refuses null handles and foreign args", "[capi]") {
   CHECK(attnc_runtime_prepare(nullptr, specs, 1, 0, kernels) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "runtime is a null pointer");
   CHECK(kernels[0] == nullptr); // out[i] is null on every failure
+  // A count no call means (n - 1 of 0): refused, and nothing past out[0] written.
+  kernels[0] = reinterpret_cast<attnc_kernel *>(&kernel);
+  CHECK(attnc_runtime_prepare(nullptr, specs, SIZE_MAX, 0, kernels) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("count = " + std::to_string(SIZE_MAX) + " specs: " +
+                                                  "more than one call prepares (1048576",
+                                              0) == 0);
+  CHECK(kernels[0] == reinterpret_cast<attnc_kernel *>(&kernel));
+  CHECK(attnc_runtime_prepare(nullptr, specs, ATTNC_PREPARE_MAX + 1, 0, kernels) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  kernels[0] = nullptr;
   char buf[64];
   CHECK(attnc_runtime_arch(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(attnc_kernel_source(nullptr, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);

@@ -138,8 +138,9 @@ ATTNC_API attnc_status attnc_attention_spec(const attnc_call *call, const char *
  *  with another manifest (linked in, loaded from another folder, or this
  *  folder rebuilt since) is ATTNC_ERROR_INVALID_ARGUMENT and registers
  *  nothing. Loading the same bundle again (this folder, a copy, the folder
- *  renamed, or the folder of a bundle linked into the program, whose kernels
- *  it holds byte for byte) succeeds and registers nothing new. A kernel another bundle
+ *  renamed, its manifest's lines in another order, or the folder of a bundle
+ *  linked into the program, whose kernels it holds byte for byte) succeeds
+ *  and registers nothing new. A kernel another bundle
  *  registered first keeps serving. *kernels (may be NULL) receives the
  *  number of kernels the folder holds, all architectures counted. Needs no
  *  GPU. Added in ABI version 5. */
@@ -174,7 +175,7 @@ typedef struct attnc_bundle_entry {
  *  its architecture's target, each cubin defining its spec's kernels, built
  *  for this attnc's kernel arguments), all or nothing; a name (not empty)
  *  registered before, linked in or loaded, is refused too, unless that
- *  bundle holds the same kernels byte for byte: the same bundle again (its
+ *  bundle holds the same kernels byte for byte, in any order: the same bundle again (its
  *  bundle.cpp in two libraries of the program) registers nothing new. A refused
  *  bundle is ATTNC_ERROR_INVALID_ARGUMENT, and its reason is said on stderr
  *  ("attnc: warning: bundle NAME: ...", since bundle.cpp's call at start-up
@@ -209,7 +210,10 @@ ATTNC_API void attnc_kernel_release(attnc_kernel *kernel);
 /** JIT at model load: the kernels of `count` specs, those not yet loaded
  *  compiled in parallel on `threads` threads (0: one per hardware thread).
  *  out[i] receives spec i's kernel (release each); on failure every out[i]
- *  is NULL and the error names the first spec that failed. */
+ *  is NULL and the error names the first spec that failed. A count over
+ *  ATTNC_PREPARE_MAX (a wrong count: no model has that many kernels) is
+ *  refused before out is touched. */
+#define ATTNC_PREPARE_MAX ((size_t)1 << 20)
 ATTNC_API attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *specs,
                                              size_t count, unsigned threads,
                                              attnc_kernel **out);

@@ -366,6 +366,12 @@ void attnc_kernel_release(attnc_kernel *kernel) { delete kernel; }
 attnc_status attnc_runtime_prepare(attnc_runtime *runtime, const char *const *specs, size_t count,
                                    unsigned threads, attnc_kernel **out) {
   return guarded([&] {
+    // A count no call means (an n - 1 of 0, say) is refused before out is
+    // written: clearing that many pointers would write past any array.
+    if (count > ATTNC_PREPARE_MAX)
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  "count = " + std::to_string(count) + " specs: more than one call prepares (" +
+                      std::to_string(ATTNC_PREPARE_MAX) + "; a wrong count?)");
     // Every out[i] is null on failure, as the header says: cleared first.
     if (out)
       std::fill(out, out + count, nullptr);

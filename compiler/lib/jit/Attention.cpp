@@ -62,11 +62,12 @@ std::optional<Spec> attentionSpec(const AttentionShape &s, Target target, std::s
       decode = false;
       decodeRefused = tried.error->message();
     }
-  if (!decode && s.split_kv && s.max_q_len != 0) {
+  if (!decode && s.split_kv && (s.max_q_len != 0 || s.decode || s.tile_q)) {
     // Only decode kernels split the keys: a split count asked of a prefill
     // kernel is refused rather than dropped, as the spec parser refuses it.
     // (An empty step, no query token, launches nothing: a decode server's
-    // fixed count is no mistake there.)
+    // fixed count is no mistake there, unless the call also asks for
+    // prefill kernels, decode = false or tile_q.)
     std::string why =
         s.decode                 ? "decode = false"
         : s.tile_q               ? "tile_q = " + std::to_string(s.tile_q) + " is given"

@@ -655,9 +655,11 @@ def _torch():
 class _View:
     """What the launch needs of a tensor: pointer, shape, element type, device."""
 
-    def __init__(self, t, name, strided=False):
+    def __init__(self, t, name, strided=False, written=False):
         """strided: any strides in elements (self.strides) whose last is 1, for a paged
-        cache's view; otherwise the tensor must be contiguous."""
+        cache's view; otherwise the tensor must be contiguous. written: the kernel
+        writes it (out, lse, a workspace), so an array that says it is read-only is
+        refused."""
         torch = _torch()
         if torch is not None and isinstance(t, torch.Tensor):
             if not t.is_cuda:
@@ -679,6 +681,13 @@ class _View:
             raise AttncError(f"{name} is not a CUDA array (a torch CUDA tensor or an object with "
                              "__cuda_array_interface__); host memory cannot be read by the kernel")
         shape, typestr, address, strides = _interface(t, name)
+        iface = t.__cuda_array_interface__
+        if written and len(iface["data"]) > 1 and iface["data"][1]:
+            raise AttncError(f"{name} is read-only (its __cuda_array_interface__ says so), and "
+                             "the kernel writes it")
+        if iface.get("mask") is not None:
+            raise AttncError(f"{name} has a mask in its __cuda_array_interface__: attnc reads "
+                             "and writes every element, so masked arrays are not taken")
         if typestr not in _TYPESTR:
             raise AttncError(f"{name} has typestr {typestr!r}; attnc takes '<f2' (float16), "
                              "'<i4' (int32), '<f4' (float32) or '|u1' (bytes, a workspace) "
@@ -959,7 +968,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
 
     if out is None:
         out = alloc((total_q, hq, d), qv.dtype, "out")
-    ov = on_device(_View(out, "out"), "out")
+    ov = on_device(_View(out, "out", written=True), "out")
     _need(ov, "out", 3, qv.dtype)
     keep.append(out)
     if ov.shape != qv.shape:
@@ -968,7 +977,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     if return_lse:
         if lse is None:
             lse = alloc((total_q, hq), "f32", "lse")
-        lv = on_device(_View(lse, "lse"), "lse")
+        lv = on_device(_View(lse, "lse", written=True), "lse")
         _need(lv, "lse", 2, "f32")
         keep.append(lse)
         if lv.shape != (total_q, hq):
@@ -983,7 +992,7 @@ def plan(q, k, v, *, causal=False, window=None, scale=None, cu_seqlens_q=None,
     if need:
         if workspace is None:
             workspace = alloc((need,), "u8", "workspace")
-        wv = on_device(_View(workspace, "workspace"), "workspace")
+        wv = on_device(_View(workspace, "workspace", written=True), "workspace")
         given = math.prod(wv.shape) * wv.itemsize
         if given < need:
             raise AttncError(f"workspace holds {given} bytes; this call needs {need} "
