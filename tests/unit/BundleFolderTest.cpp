@@ -428,6 +428,27 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
   replaceCubin(dir, "cubins/a.cubin", kPrefillCubin.substr(0, kPrefillCubin.size() - 100));
   CHECK(refusal(dir).find("cubins/a.cubin has section headers outside the file") !=
         std::string::npos);
+  // Program headers, or a section's contents, past the end of the bytes:
+  // the driver would read them from beyond the cubin.
+  auto patched = [](std::string elf, size_t at, uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; ++i)
+      elf.at(at + i) = static_cast<char>((value >> (8 * i)) & 0xff);
+    return elf;
+  };
+  std::string headers = patched(kPrefillCubin, 32, kPrefillCubin.size() - 8, 8); // e_phoff
+  headers = patched(patched(headers, 54, 56, 2), 56, 1, 2); // one header of 56 bytes
+  dir = makeFolder("headers-past");
+  replaceCubin(dir, "cubins/a.cubin", headers);
+  CHECK(refusal(dir).find("cubins/a.cubin has program headers outside the file") !=
+        std::string::npos);
+  uint64_t shoff = 0;
+  for (int i = 7; i >= 0; --i)
+    shoff = shoff << 8 | static_cast<unsigned char>(kPrefillCubin[40 + i]);
+  // Section 1's offset (its header's bytes 24..31) past the end.
+  dir = makeFolder("section-past");
+  replaceCubin(dir, "cubins/a.cubin",
+               patched(kPrefillCubin, shoff + 64 + 24, kPrefillCubin.size() + 1, 8));
+  CHECK(refusal(dir).find("cubins/a.cubin has section 1 outside the file") != std::string::npos);
   // A size of 0 names the column and the file.
   dir = makeFolder("no-bytes");
   setPrefillBytes(dir, "0");
@@ -436,7 +457,7 @@ TEST_CASE("a cubin that does not define the kernels its line's spec names is ref
   CHECK(attn::bundledKernels().size() == before);
   for (const char *name :
        {"no-bytes", "edited", "no-merge", "pair-elsewhere", "both-wrong", "not-elf", "x86",
-        "cut-short"})
+        "cut-short", "headers-past", "section-past"})
     CHECK_FALSE(registered(name));
 }
 
