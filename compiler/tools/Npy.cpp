@@ -237,10 +237,16 @@ bool read(const std::string &path, Array &out, std::string &error) {
   out.shape = h.shape;
   // The data the shape needs, counted without overflow, against what the file
   // holds after the header: a header never makes us allocate more than the file.
-  const std::streamoff dataAt = in.tellg();
-  in.seekg(0, std::ios::end);
-  const int64_t available = static_cast<int64_t>(in.tellg() - dataAt);
-  in.seekg(dataAt);
+  // (A pipe, `-q <(...)` or /dev/stdin, has no size to ask: it is read in
+  // pieces, and holds what it gave before it ended.)
+  const bool regular = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  int64_t available = INT64_MAX;
+  if (regular) {
+    const std::streamoff dataAt = in.tellg();
+    in.seekg(0, std::ios::end);
+    available = static_cast<int64_t>(in.tellg() - dataAt);
+    in.seekg(dataAt);
+  }
   int64_t bytes = elementSize(out.kind);
   bool overflow = false;
   if (std::find(out.shape.begin(), out.shape.end(), 0) != out.shape.end())
@@ -250,13 +256,31 @@ bool read(const std::string &path, Array &out, std::string &error) {
       overflow = __builtin_mul_overflow(bytes, d, &bytes) || overflow;
   if (overflow || bytes > available) {
     error = path + ": truncated: the shape " + out.shapeText() + " needs " +
-            (overflow ? std::string("more than 2^63") : std::to_string(bytes)) +
-            " bytes of data, the file holds " + std::to_string(available);
+            (overflow ? std::string("more than 2^63") : std::to_string(bytes)) + " bytes of data" +
+            (regular ? ", the file holds " + std::to_string(available) : std::string());
     return false;
   }
-  out.bytes.resize(bytes);
-  if (bytes > 0 && !in.read(out.bytes.data(), bytes)) {
-    error = path + ": cannot read " + std::to_string(bytes) + " bytes of data";
+  if (regular) {
+    out.bytes.resize(bytes);
+    if (bytes > 0 && !in.read(out.bytes.data(), bytes)) {
+      error = path + ": cannot read " + std::to_string(bytes) + " bytes of data";
+      return false;
+    }
+    return true;
+  }
+  int64_t got = 0;
+  while (got < bytes) {
+    const int64_t piece = std::min<int64_t>(bytes - got, int64_t(1) << 24);
+    out.bytes.resize(static_cast<size_t>(got + piece));
+    in.read(out.bytes.data() + got, piece);
+    got += in.gcount();
+    if (in.gcount() < piece)
+      break;
+  }
+  if (got < bytes) {
+    error = path + ": truncated: the shape " + out.shapeText() + " needs " +
+            std::to_string(bytes) + " bytes of data, the stream held " + std::to_string(got);
+    out.bytes.clear();
     return false;
   }
   return true;
