@@ -371,7 +371,14 @@ std::vector<CacheEntry> KernelCache::list(const std::string &dir, std::string *e
       // none of them, and clear removes none).
       const std::string file = dir + "/" + n;
       struct stat st;
-      if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      if (lstat(file.c_str(), &st) != 0) {
+        // A folder this user may list but not search: its entries cannot
+        // be looked at, which is said rather than taken for none.
+        if (errno == EACCES && looksLikeKey(n.substr(0, n.size() - 6)) && unreadable++ == 0)
+          firstUnreadable = n + ": " + std::strerror(EACCES);
+        continue;
+      }
+      if (!S_ISREG(st.st_mode))
         continue;
       if (!writtenByAttnc(file)) {
         // An entry's name that cannot be read is said, not passed over:

@@ -111,7 +111,7 @@ std::string shown(const std::string &line) {
 }
 } // namespace
 
-bool TuningTable::load(const std::string &path, std::string &error) {
+bool TuningTable::load(const std::string &path, std::string &error, bool given) {
   if (path.empty())
     return true; // no table anywhere: nothing tuned
   // Only a table that is not there reads as nothing tuned: one that cannot
@@ -122,10 +122,16 @@ bool TuningTable::load(const std::string &path, std::string &error) {
   int err = 0;
   if (!readRegularFile(path, kMaxTableBytes + 1, bytes, err)) {
     struct stat st;
-    // Not there, or not to be seen (a folder on the way this user cannot
-    // search: no table of theirs, and none they could write, is there).
-    if (err == ENOENT || err == ENOTDIR ||
-        (err == EACCES && ::lstat(path.c_str(), &st) != 0 && errno == EACCES))
+    // Not there, or not to be seen: a folder on the way this user cannot
+    // search holds no table of theirs at the default place, and none they
+    // could write; a path they named is another matter.
+    const bool unreachable = err == EACCES && ::lstat(path.c_str(), &st) != 0 && errno == EACCES;
+    if (unreachable && given) {
+      error = path + " cannot be reached (" + std::strerror(EACCES) +
+              ": this user cannot search a folder on the way)";
+      return false;
+    }
+    if (err == ENOENT || err == ENOTDIR || unreachable)
       return true; // no file (or a link to none yet): nothing tuned yet
     error = unreadableFile(path, err);
     return false;
@@ -280,7 +286,8 @@ std::string TuningTable::installDefault() {
   static std::string error;
   static std::once_flag once;
   std::call_once(once, [] {
-    if (table.load(defaultPath(), error))
+    const char *named = std::getenv("ATTNC_TUNING_FILE");
+    if (table.load(defaultPath(), error, named && *named))
       install(&table);
     else // said once, whoever asked: the CLI, the C API, Python
       std::fprintf(stderr, "attnc: warning: the tuning table is ignored: %s\n", error.c_str());

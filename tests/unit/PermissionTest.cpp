@@ -144,6 +144,11 @@ TEST_CASE("a tuning table this user cannot read is an error, not an empty table"
     f.expect(table.load(s.path("locked/table.txt"), error),
              "a table behind an unsearchable folder was refused: " + error);
     f.expect(table.size() == 0, "a table behind an unsearchable folder has entries");
+    // Unless the path was named (ATTNC_TUNING_FILE): then it is said.
+    f.expect(!table.load(s.path("locked/table.txt"), error, /*given=*/true),
+             "a named table behind an unsearchable folder loaded");
+    f.expectEqual(error, s.path("locked/table.txt") + " cannot be reached (" + kDenied +
+                             ": this user cannot search a folder on the way)");
     // Nor saved, nor recorded, where this user cannot write.
     SpecResult spec = parseSpec("mask=causal");
     if (!spec)
@@ -170,6 +175,11 @@ TEST_CASE("a kernel cache this user cannot write or read is said, and kept in me
   Scratch s;
   s.folder("readonly", 0555);
   s.folder("locked", 0000);
+  // Listed but not searchable (r, no x): its entries cannot be looked at.
+  const std::string entry = "attn_x-sm_90a-0123456789abcdef0123456789abcdef.cubin";
+  s.folder("unsearchable", 0755);
+  s.write("unsearchable/" + entry, "x", 0644);
+  REQUIRE(::chmod(s.path("unsearchable").c_str(), 0744) == 0);
   const std::string why = asOrdinaryUser([&] {
     Findings f;
     // A folder that is there but read-only, and one that cannot be made.
@@ -184,6 +194,11 @@ TEST_CASE("a kernel cache this user cannot write or read is said, and kept in me
     std::string error;
     f.expect(KernelCache::list(s.path("locked"), &error).empty(), "listed an unreadable folder");
     f.expectEqual(error, s.path("locked") + " cannot be read: " + kDenied);
+    error.clear();
+    f.expect(KernelCache::list(s.path("unsearchable"), &error).empty(),
+             "listed an entry of an unsearchable folder");
+    f.expectEqual(error, "1 file named like an entry cannot be read, and is left out (" + entry +
+                             ": " + kDenied + ")");
     return f.text;
   });
   CHECK(why == "");

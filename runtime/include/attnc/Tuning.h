@@ -36,13 +36,14 @@ public:
   /// when there is neither.
   static std::string defaultPath();
 
-  /// Reads `path`. A missing file (or one behind a folder this user cannot
-  /// search) is an empty table (true). One that is there but cannot be read,
-  /// is not a regular file or is over 16 MiB makes it false with `error`
-  /// saying so, as does a line that is not
+  /// Reads `path`. A missing file is an empty table (true), and so is one
+  /// behind a folder this user cannot search, unless `given` (a path the user
+  /// named, ATTNC_TUNING_FILE: a table they mean may be there). One that is
+  /// there but cannot be read, is not a regular file or is over 16 MiB makes
+  /// it false with `error` saying so, as does a line that is not
   /// `key: tile_q=N,tile_kv=N[,stages=N]` (or whose values make no valid
   /// spec), named with its number; then nothing is loaded.
-  bool load(const std::string &path, std::string &error);
+  bool load(const std::string &path, std::string &error, bool given = false);
   /// Writes the whole table (temporary file, then rename).
   bool save(const std::string &path, std::string &error) const;
   /// Records one entry in the table at `path`: under a lock (a file beside
