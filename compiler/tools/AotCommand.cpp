@@ -58,8 +58,11 @@ struct Job {
 };
 
 std::string trim(const std::string &s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+  // What the spec parser takes for space (isspace): a line of a form feed
+  // alone is as blank as one of spaces.
+  constexpr const char *kSpace = " \t\r\n\f\v";
+  const size_t b = s.find_first_not_of(kSpace);
+  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(kSpace) - b + 1);
 }
 
 std::string identifier(std::string name) {
@@ -333,6 +336,11 @@ int aot(const AotOptions &o) {
   std::vector<std::string> bad; // one message per bad build
   std::vector<int> badLineOf;    // each message's bad line, counted from 1
   int badLines = 0;
+  // The first 20 bad lines are said, and the first 20 repeated ones: a file
+  // that is not a spec list (a binary, say), or one a script wrote a line of
+  // per layer, would otherwise print a line for each of its thousands.
+  constexpr int kShown = 20;
+  int repeatedLines = 0;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     // A byte-order mark some editors put first is no part of the first spec.
@@ -395,7 +403,7 @@ int aot(const AotOptions &o) {
         break; // the line chose its architecture
     }
     // The same kernel as an earlier line, however it is spelt: built once.
-    if (!again.empty()) {
+    if (!again.empty() && ++repeatedLines <= kShown) {
       const bool oneLine = std::all_of(again.begin(), again.end(), [&](const auto &a) {
         return a.second == again.front().second;
       });
@@ -421,13 +429,14 @@ int aot(const AotOptions &o) {
         bad.push_back(where + "for " + arch + ": " + message);
     badLineOf.resize(bad.size(), badLines);
   }
-  // The first 20 bad lines are said: a file that is not a spec list (a
-  // binary, say) would otherwise print a line for each of its thousands.
-  constexpr int kBadShown = 20;
-  for (size_t i = 0; i < bad.size() && badLineOf[i] <= kBadShown; ++i)
+  if (repeatedLines > kShown)
+    llvm::errs() << "attnc aot: note: ... and " << counted(repeatedLines - kShown, "more line")
+                 << " with the spec of an earlier one (" << repeatedLines
+                 << " in all; each kernel is built once)\n";
+  for (size_t i = 0; i < bad.size() && badLineOf[i] <= kShown; ++i)
     llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << bad[i] << "\n";
-  if (badLines > kBadShown)
-    llvm::errs() << "attnc aot: ... and " << counted(badLines - kBadShown, "more bad line")
+  if (badLines > kShown)
+    llvm::errs() << "attnc aot: ... and " << counted(badLines - kShown, "more bad line")
                  << " (" << badLines << " in all"
                  << (jobs.empty() ? "; is " + o.specsFile + " a spec list?)" : ")") << "\n";
   if (!bad.empty() && !o.skipBad)
