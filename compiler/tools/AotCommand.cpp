@@ -100,6 +100,8 @@ bool writtenFirst(const std::string &head, const std::string &magic, bool manife
          (!manifest || !complete || head.find(" AOT bundle '") != std::string::npos);
 }
 
+} // namespace
+
 /// Whether `dir` holds nothing but what attnc aot writes there, as it writes
 /// it: manifest.txt and bundle.cpp that say attnc wrote them, and cubins/ of
 /// .cubin files that are ELF files; no links, no pipes (which would block a
@@ -154,10 +156,8 @@ bool holdsOnlyBundleFiles(const std::string &dir, std::string &why, bool complet
   return true;
 }
 
-/// Whether `dir` is a folder `attnc aot` wrote (its manifest's first line is
-/// ours, and it holds only the bundle's files) or an empty one (as a build
-/// system makes for its outputs). Only such a folder is replaced by --force;
-/// anything else is the user's.
+namespace {
+
 /// Whether `dir` is a folder with nothing in it.
 bool isEmptyFolder(const std::string &dir) {
   std::error_code listed;
@@ -166,6 +166,10 @@ bool isEmptyFolder(const std::string &dir) {
          !listed;
 }
 
+/// Whether `dir` is a folder `attnc aot` wrote (its manifest's first line is
+/// ours, and it holds only the bundle's files) or an empty one (as a build
+/// system makes for its outputs). Only such a folder is replaced by --force;
+/// anything else is the user's.
 bool isBundleFolder(const std::string &dir, std::string &why) {
   if (!llvm::sys::fs::is_directory(dir)) {
     why = "it is not a folder";

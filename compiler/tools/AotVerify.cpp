@@ -534,6 +534,10 @@ int verifyBundle(const std::string &dir) {
               ": registers " + e.arch + " " + e.spec + ", which no manifest line lists");
   if (problems)
     return fail(counted(problems, "problem") + " in " + dir);
+  // A sound bundle with files of the user's beside it: `aot --force` would
+  // not replace this folder, which is worth knowing before a rebuild.
+  if (std::string why; !holdsOnlyBundleFiles(dir, why, /*complete=*/true))
+    note(dir + ": ", why + " (attnc aot --force will not replace this folder)");
   llvm::outs() << dir << ": " << counted(kernels, "kernel")
                << (hasSource ? ", cubins and bundle.cpp match the manifest"
                              : ", cubins match the manifest (no bundle.cpp: a folder to load at "

@@ -66,6 +66,10 @@ struct AotOptions {
 int aot(const AotOptions &options);
 /// `attnc aot --verify DIR` (AotVerify.cpp; built with NVRTC, as aot is).
 int verifyBundle(const std::string &dir);
+/// Whether `dir` holds nothing but what attnc aot writes there, as it writes
+/// it (the folders `aot --force` replaces); else `why` names what else.
+/// Not `complete` (a run stopped as it wrote them), files may be cut short.
+bool holdsOnlyBundleFiles(const std::string &dir, std::string &why, bool complete);
 
 /// Prints "attnc COMMAND: MESSAGE" on stderr, after what the command printed
 /// on stdout so far (so that the two read in order when both go to one
