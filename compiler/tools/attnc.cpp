@@ -217,7 +217,7 @@ static Integer<unsigned> aotJobs("j",
                                  cl::init(0), cl::Prefix, cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<bool> aotSkipBad("skip-bad",
                                 cl::desc("Report bad lines and compile the others (default: "
-                                         "report them all and stop)"),
+                                         "report them, the first 20 and a count, and stop)"),
                                 cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<std::string> aotVerify("verify",
                                       cl::desc("Check a bundle folder: its manifest's lines pass "
@@ -227,12 +227,13 @@ static cl::opt<std::string> aotVerify("verify",
                                                "(if there is one) registers the same bundle and "
                                                "kernels with the same bytes and launch shapes (a "
                                                "shape other than this attnc gives a spec is a "
-                                               "note)"),
+                                               "note, as are files attnc aot does not write, "
+                                               "which keep --force from replacing the folder)"),
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
 static cl::opt<bool> aotForce("force",
                               cl::desc("Replace an existing bundle folder (only a folder attnc "
-                                       "aot wrote)"),
+                                       "aot wrote, or an empty one)"),
                               cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 
 // attnc tune

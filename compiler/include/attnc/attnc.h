@@ -173,8 +173,8 @@ typedef struct attnc_bundle_entry {
  *  (unlike attnc_args and attnc_call, this struct is not extended by size).
  *  The same checks as attnc_bundle_load (each entry's spec canonical and of
  *  its architecture's target, each cubin defining its spec's kernels, built
- *  for this attnc's kernel arguments), all or nothing; a name (not empty)
- *  registered before, linked in or loaded, is refused too, unless that
+ *  for this attnc's kernel arguments), all or nothing; a name (not empty, no
+ *  control character: shown escaped in messages) registered before, linked in or loaded, is refused too, unless that
  *  bundle holds the same kernels byte for byte, in any order: the same bundle again (its
  *  bundle.cpp in two libraries of the program) registers nothing new. A refused
  *  bundle is ATTNC_ERROR_INVALID_ARGUMENT, and its reason is said on stderr

@@ -17,7 +17,7 @@
 // Serving from an AOT bundle, no NVRTC at run time:
 //   attnc::loadBundle("my-bundle");                         // kernels of `attnc aot -o my-bundle`
 //   attnc::Runtime rt;
-//   rt.setAotOnly(true);                                    // a spec not bundled throws
+//   rt.setAotOnly(true);                                    // a spec not bundled throws (*)
 //   attnc::Kernel k = rt.kernel(spec);                      // from the bundle
 //
 // In CMake: find_package(attnc) and target_link_libraries(app PRIVATE attnc::attnc).
@@ -238,7 +238,10 @@ public:
     return kernels;
   }
   /// AOT only: a spec no bundle holds throws (ATTNC_ERROR_NOT_BUNDLED)
-  /// instead of compiling; kernels already got stay usable.
+  /// instead of compiling; kernels already got stay usable. (*) A spec on
+  /// tiles attnc would choose for it (a tuning table's, or a long head_dim 64
+  /// prefill's 192 x 128) is served by the kernel of the default tiles where
+  /// that one is held (Kernel::spec says which).
   void setAotOnly(bool aotOnly) {
     detail::check(attnc_runtime_set_aot_only(rt_.get(), aotOnly ? 1 : 0), "aot only");
   }

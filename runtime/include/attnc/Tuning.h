@@ -37,8 +37,8 @@ public:
   static std::string defaultPath();
 
   /// Reads `path`. A missing file is an empty table (true), and so is one
-  /// behind a folder this user cannot search, unless `given` (a path the user
-  /// named, ATTNC_TUNING_FILE: a table they mean may be there). One that is
+  /// behind a folder this user cannot search, unless `given` (installDefault
+  /// passes it for a path ATTNC_TUNING_FILE names: a table meant may be there). One that is
   /// there but cannot be read, is not a regular file or is over 16 MiB makes
   /// it false with `error` saying so, as does a line that is not
   /// `key: tile_q=N,tile_kv=N[,stages=N]` (or whose values make no valid

@@ -352,7 +352,8 @@ def load_bundle(path):
     machine (``attnc tune``, $ATTNC_TUNING_FILE) gives calls tuned ones: with
     JIT on they are compiled; in AOT-only mode (set_aot_only) where no bundle
     holds them, the bundle's kernel of the built-in tiles serves the call
-    (Kernel.spec says which). A bundle holds tuned tiles where its spec lines
+    (Kernel.spec says which), as it serves a long head_dim 64 prefill on
+    sm_90a, whose 192 x 128 tiles a line that leaves tiles open does not hold. A bundle holds tuned tiles where its spec lines
     give them (``attnc aot`` leaves the table out)."""
     raw = _folder("path", path)
     if raw is None:
@@ -425,7 +426,10 @@ class Runtime:
     @property
     def aot_only(self):
         """True: a spec no AOT bundle holds (load_bundle) raises AttncError
-        instead of compiling; kernels already got stay usable."""
+        instead of compiling; kernels already got stay usable. A spec on tiles
+        attnc would choose for it (a tuning table's, or a long head_dim 64
+        prefill's 192 x 128) is served by the kernel of the default tiles where
+        that one is held (Kernel.spec says which)."""
         return self._aot_only
 
     @aot_only.setter
@@ -763,7 +767,8 @@ _runtimes_lock = threading.Lock()  # _runtimes and _aot_only change together
 def set_aot_only(aot_only=True):
     """AOT-only serving for attention(), plan() and scaled_dot_product_attention():
     a call whose spec no loaded AOT bundle holds (load_bundle) raises AttncError
-    instead of compiling a kernel. Their runtimes, per device, made now or later,
+    instead of compiling a kernel (one on tiles attnc chose, a tuning table's or a
+    long head_dim 64 prefill's, is served by a held kernel of the default tiles). Their runtimes, per device, made now or later,
     follow it; a Runtime of your own has its own aot_only."""
     global _aot_only
     value = bool(_flag("aot_only", aot_only))
