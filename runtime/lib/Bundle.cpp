@@ -36,11 +36,14 @@ Registry &registry() {
   return r;
 }
 
-/// Where `name` has a control character (a line end, an escape), or npos:
-/// such a name is refused, since messages and logs quote names as they are.
+/// A line end, an escape, a tab...: what a name must not hold, since
+/// messages and logs quote names as they are.
+bool isControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
+
+/// Where `name` has a control character, or npos.
 size_t controlCharacterAt(const char *name) {
   for (size_t i = 0; name && name[i]; ++i)
-    if (static_cast<unsigned char>(name[i]) < 0x20 || name[i] == 0x7f)
+    if (isControl(name[i]))
       return i;
   return std::string::npos;
 }
@@ -49,15 +52,17 @@ size_t controlCharacterAt(const char *name) {
 std::string bundleLabel(const char *name) {
   if (!name || !*name)
     return "bundle (no name)";
-  std::string shown;
+  std::string shown = "bundle ";
   for (const char *c = name; *c; ++c) {
+    if (!isControl(*c)) {
+      shown += *c;
+      continue;
+    }
     char hex[8];
-    const unsigned char byte = static_cast<unsigned char>(*c);
-    if (byte < 0x20 || byte == 0x7f)
-      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
-    shown += byte < 0x20 || byte == 0x7f ? std::string(hex) : std::string(1, *c);
+    std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(*c));
+    shown += hex;
   }
-  return "bundle " + shown;
+  return shown;
 }
 
 /// Why a bundle's entries, of `got` bytes each where it was compiled, cannot be
