@@ -50,6 +50,15 @@ static int64_t dim(Value v, int64_t d) {
   return cast<RankedTensorType>(v.getType()).getDimSize(d);
 }
 
+/// A static size that must hold something: a tile of 0 keys or a head_dim of
+/// 0 is no attention (the lowering would slice nothing out of nothing).
+static LogicalResult nonEmpty(Operation *op, Value v, int64_t d, StringRef what) {
+  const int64_t x = dim(v, d);
+  if (!ShapedType::isDynamic(x) && x < 1)
+    return op->emitOpError() << what << " must be >= 1, got " << x;
+  return success();
+}
+
 LogicalResult StandardAttentionOp::verify() {
   if (failed(positive(*this, "gqa", getGqa())))
     return failure();
@@ -59,6 +68,8 @@ LogicalResult StandardAttentionOp::verify() {
                          << getScale().getType();
   if (ShapedType::isDynamic(dim(getQ(), 2)))
     return emitOpError("head_dim (dimension 2 of q) must be static");
+  if (failed(nonEmpty(*this, getQ(), 2, "head_dim (dimension 2 of q)")))
+    return failure();
   if (getK().getType() != getV().getType())
     return emitOpError("k and v must have the same type");
   if (failed(sameDim(*this, getK(), 2, "head_dim", "k", getQ(), 2, "q")) ||
@@ -110,7 +121,8 @@ LogicalResult LoadQTileOp::verify() {
     return emitOpError() << "the result's rows (dimension 0) must be dynamic: up to tile_q * "
                             "group = "
                          << expected << ", fewer in a sequence's last tile";
-  if (failed(sameDim(*this, getResult(), 1, "head_dim", "result", getSource(), 2, "source")))
+  if (failed(nonEmpty(*this, getResult(), 1, "head_dim (dimension 1 of the result)")) ||
+      failed(sameDim(*this, getResult(), 1, "head_dim", "result", getSource(), 2, "source")))
     return failure();
   return sameElementType(*this, getResult(), "result", getSource(), "source");
 }
@@ -133,6 +145,9 @@ LogicalResult StoreOTileOp::verify() {
                        "last tile");
   if (tile.getRank() == 2 && ShapedType::isDynamic(tile.getDimSize(1)))
     return emitOpError("head_dim (dimension 1 of the tile) must be static");
+  if (tile.getRank() == 2 &&
+      failed(nonEmpty(*this, getTile(), 1, "head_dim (dimension 1 of the tile)")))
+    return failure();
   if (tile.getRank() == 2)
     return sameDim(*this, getTile(), 1, "head_dim", "tile", getDest(), 2, "dest");
   return success();
@@ -143,7 +158,9 @@ LogicalResult LoadKVTileOp::verify() {
     return emitOpError("the tile size (dimension 0 of the result) must be static");
   if (ShapedType::isDynamic(dim(getResult(), 1)))
     return emitOpError("head_dim (dimension 1 of the result) must be static");
-  if (failed(sameDim(*this, getResult(), 1, "head_dim", "result", getSource(), 2, "source")))
+  if (failed(nonEmpty(*this, getResult(), 0, "the tile size (dimension 0 of the result)")) ||
+      failed(nonEmpty(*this, getResult(), 1, "head_dim (dimension 1 of the result)")) ||
+      failed(sameDim(*this, getResult(), 1, "head_dim", "result", getSource(), 2, "source")))
     return failure();
   return sameElementType(*this, getResult(), "result", getSource(), "source");
 }
@@ -183,6 +200,8 @@ static LogicalResult sameStateType(Operation *op, Value m, Value l, Value acc) {
 LogicalResult StateInitOp::verify() {
   if (ShapedType::isDynamic(dim(getLike(), 1)))
     return emitOpError("head_dim (dimension 1 of the query tile) must be static");
+  if (failed(nonEmpty(*this, getLike(), 1, "head_dim (dimension 1 of the query tile)")))
+    return failure();
   if (!ShapedType::isDynamic(dim(getLike(), 0)))
     return emitOpError("the query tile's rows (dimension 0) must be dynamic: fewer in a "
                        "sequence's last tile");

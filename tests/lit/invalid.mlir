@@ -138,6 +138,30 @@ func.func @kv_tile_dynamic(%k: tensor<?x?x64xf32>, %h: index, %i: index) {
 
 // -----
 
+func.func @kv_tile_empty(%k: tensor<?x?x64xf32>, %h: index, %i: index) {
+  // expected-error@+1 {{the tile size (dimension 0 of the result) must be >= 1, got 0}}
+  %t = attn.load_kv_tile %k[%h, %i] : tensor<?x?x64xf32> -> tensor<0x64xf32>
+  return
+}
+
+// -----
+
+func.func @q_tile_no_head_dim(%q: tensor<?x?x0xf32>, %h: index, %i: index) {
+  // expected-error@+1 {{head_dim (dimension 1 of the result) must be >= 1, got 0}}
+  %t = attn.load_q_tile %q[%h, %i] tile_q 4 group 1 : tensor<?x?x0xf32> -> tensor<?x0xf32>
+  return
+}
+
+// -----
+
+func.func @attention_no_head_dim(%q: tensor<?x?x0xf32>, %k: tensor<?x?x0xf32>, %s: f32) {
+  // expected-error@+1 {{head_dim (dimension 2 of q) must be >= 1, got 0}}
+  %o, %l = attn.standard_attention %q, %k, %k scale %s mask #attn.mask<none> gqa 1 : tensor<?x?x0xf32>, tensor<?x?x0xf32>, tensor<?x?x0xf32>, f32 -> tensor<?x?x0xf32>, tensor<?x?xf32>
+  return
+}
+
+// -----
+
 func.func @kv_tile_dtype(%k: tensor<?x?x64xf32>, %h: index, %i: index) {
   // expected-error@+1 {{element type of result ('f16') does not match source ('f32')}}
   %t = attn.load_kv_tile %k[%h, %i] : tensor<?x?x64xf32> -> tensor<16x64xf16>
