@@ -18,6 +18,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -126,8 +128,11 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
 int main(int argc, char **argv) {
   attn::cli::installOutputErrorHandler("attn-opt");
   mlir::DialectRegistry registry;
+  // The dialects of the passes' outputs too (attn-lower-tiles writes linalg
+  // and math ops), so that attn-opt reads back what it prints.
   registry.insert<attn::AttnDialect, mlir::arith::ArithDialect, mlir::func::FuncDialect,
-                  mlir::scf::SCFDialect, mlir::tensor::TensorDialect>();
+                  mlir::linalg::LinalgDialect, mlir::math::MathDialect, mlir::scf::SCFDialect,
+                  mlir::tensor::TensorDialect>();
   attn::registerAttnPipeline();
   attn::registerAttnCpuPasses();
   mlir::registerCanonicalizerPass();
