@@ -165,7 +165,8 @@ private:
 
 bool read(const std::string &path, Array &out, std::string &error) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  const bool statted = ::stat(path.c_str(), &st) == 0;
+  if (statted && S_ISDIR(st.st_mode)) {
     error = path + ": is a folder, not a .npy file";
     return false;
   }
@@ -239,7 +240,7 @@ bool read(const std::string &path, Array &out, std::string &error) {
   // holds after the header: a header never makes us allocate more than the file.
   // (A pipe, `-q <(...)` or /dev/stdin, has no size to ask: it is read in
   // pieces, and holds what it gave before it ended.)
-  const bool regular = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  const bool regular = statted && S_ISREG(st.st_mode);
   int64_t available = INT64_MAX;
   if (regular) {
     const std::streamoff dataAt = in.tellg();
@@ -260,14 +261,10 @@ bool read(const std::string &path, Array &out, std::string &error) {
             (regular ? ", the file holds " + std::to_string(available) : std::string());
     return false;
   }
-  if (regular) {
-    out.bytes.resize(bytes);
-    if (bytes > 0 && !in.read(out.bytes.data(), bytes)) {
-      error = path + ": cannot read " + std::to_string(bytes) + " bytes of data";
-      return false;
-    }
-    return true;
-  }
+  // In pieces: a pipe's data is only counted as it comes (a regular file's
+  // was above, and is read in the same way, into room made at once).
+  if (regular)
+    out.bytes.reserve(static_cast<size_t>(bytes));
   int64_t got = 0;
   while (got < bytes) {
     const int64_t piece = std::min<int64_t>(bytes - got, int64_t(1) << 24);
@@ -279,7 +276,8 @@ bool read(const std::string &path, Array &out, std::string &error) {
   }
   if (got < bytes) {
     error = path + ": truncated: the shape " + out.shapeText() + " needs " +
-            std::to_string(bytes) + " bytes of data, the stream held " + std::to_string(got);
+            std::to_string(bytes) + " bytes of data, the " + (regular ? "file" : "stream") +
+            " held " + std::to_string(got);
     out.bytes.clear();
     return false;
   }
