@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "attn/Spec.h"
+#include "attn/Printable.h"
 #include "attn/mask.cuh"
 
 #include <algorithm>
@@ -551,14 +552,10 @@ static std::optional<int64_t> parseCount(const std::string &s) {
   return v;
 }
 
-/// Prints a value for an error message, cut short if it is long.
+/// Prints a value for an error message, cut short if it is long, with the
+/// bytes that do not print (a line end, a non-ASCII byte) as \xNN.
 static std::string quoted(const std::string &s) {
-  std::string out;
-  for (char c : s.substr(0, 40))
-    out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
-  if (s.size() > 40)
-    out += "...";
-  return "'" + out + "'";
+  return "'" + printable(std::string_view(s).substr(0, 40)) + (s.size() > 40 ? "...'" : "'");
 }
 
 namespace {

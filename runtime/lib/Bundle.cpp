@@ -4,6 +4,7 @@
 #include "attnc/Cubin.h"
 #include "attnc/attnc.h"
 
+#include "attn/Printable.h"
 #include "attn/Spec.h"
 #include "attn/params.cuh"
 
@@ -36,10 +37,6 @@ Registry &registry() {
   return r;
 }
 
-/// A line end, an escape, a tab...: what a name must not hold, since
-/// messages and logs quote names as they are.
-bool isControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
-
 /// Where `name` has a control character, or npos.
 size_t controlCharacterAt(const char *name) {
   for (size_t i = 0; name && name[i]; ++i)
@@ -48,21 +45,12 @@ size_t controlCharacterAt(const char *name) {
   return std::string::npos;
 }
 
-/// How messages name a bundle (a control character shown as \xNN).
+/// How messages name a bundle (a control character shown as \xNN; a
+/// name's UTF-8 as it is).
 std::string bundleLabel(const char *name) {
   if (!name || !*name)
     return "bundle (no name)";
-  std::string shown = "bundle ";
-  for (const char *c = name; *c; ++c) {
-    if (!isControl(*c)) {
-      shown += *c;
-      continue;
-    }
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(*c));
-    shown += hex;
-  }
-  return shown;
+  return "bundle " + printable(name, /*keepUtf8=*/true);
 }
 
 /// Why a bundle's entries, of `got` bytes each where it was compiled, cannot be

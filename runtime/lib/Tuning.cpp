@@ -7,6 +7,8 @@
 
 #include "attnc/NewFile.h"
 
+#include "attn/Printable.h"
+
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -91,22 +93,9 @@ constexpr size_t kMaxTableBytes = size_t(16) << 20;
 /// what is wrong), with what does not print (a binary file's bytes, a NUL)
 /// as \xNN.
 std::string shown(const std::string &line) {
-  auto escaped = [](const std::string &part) {
-    std::string out;
-    for (unsigned char c : part) {
-      if (c >= 0x20 && c < 0x7f) {
-        out += static_cast<char>(c);
-      } else {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "\\x%02x", c);
-        out += hex;
-      }
-    }
-    return out;
-  };
   if (line.size() <= 100)
-    return "'" + escaped(line) + "'";
-  return "'" + escaped(line.substr(0, 30)) + "' ... '" + escaped(line.substr(line.size() - 60)) +
+    return "'" + printable(line) + "'";
+  return "'" + printable(line.substr(0, 30)) + "' ... '" + printable(line.substr(line.size() - 60)) +
          "' (" + std::to_string(line.size()) + " bytes)";
 }
 } // namespace

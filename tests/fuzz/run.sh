@@ -39,7 +39,8 @@ echo "building $fuzzer"
 "$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined \
   -I"$repo/dialect/include" -I"$repo/templates" \
-  "$repo/dialect/lib/Spec.cpp" "$here/spec_fuzzer.cpp" -o "$fuzzer"
+  "$repo/dialect/lib/Spec.cpp" "$repo/dialect/lib/Printable.cpp" "$here/spec_fuzzer.cpp" \
+  -o "$fuzzer"
 
 # Work on a copy of the seeds so new inputs never land in the repository;
 # crash reproducers go to the build directory.

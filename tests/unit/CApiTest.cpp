@@ -41,6 +41,24 @@ TEST_CASE("the C API reports its version and checks specs", "[capi]") {
   CHECK(std::string(attnc_last_error()) == "spec is a null pointer");
 }
 
+TEST_CASE("ATTNC_STRING_MAX holds the longest canonical specs", "[capi]") {
+  // Every number the parser takes has at most 9 digits; these specs take the
+  // longest value of every field that can be given together.
+  for (const char *spec :
+       {"mode=decode,head_dim=256,dtype=bf16,tile_q=8,tile_kv=32,mask=sliding_window(999999999),"
+        "page_size=65536,gqa=16,return_lse=true,target=sm_90a,split_kv=1024,stages=2",
+        "mode=prefill,head_dim=128,tile_q=128,tile_kv=64,mma=wgmma_ws,stages=2,"
+        "mask=sliding_window(999999999),page_size=65536,gqa=256,return_lse=true",
+        "target=cpu,dtype=f64,tile_q=4096,tile_kv=4096,mask=sliding_window(999999999),"
+        "page_size=65536,gqa=256"}) {
+    char buf[ATTNC_STRING_MAX];
+    INFO(spec);
+    REQUIRE(attnc_spec_canonical(spec, buf, sizeof buf) == ATTNC_OK);
+    // With room to spare for fields to come.
+    CHECK(std::strlen(buf) < ATTNC_STRING_MAX / 2);
+  }
+}
+
 TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   attnc_call c;
   std::memset(&c, 0, sizeof c);

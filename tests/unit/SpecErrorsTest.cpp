@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "SpecTestUtil.h"
+#include "attn/Printable.h"
 #include "attn/Spec.h"
 
 #include <catch2/catch.hpp>
@@ -34,7 +35,23 @@ TEST_CASE("an unknown field is rejected with the list of known fields",
   // Long or unprintable text is shortened and escaped in the message.
   CHECK(parseError(std::string(50, 'x') + "=1") ==
         "invalid spec: '" + std::string(40, 'x') + "...' = '1': " + known);
-  CHECK(parseError("fi\x01ld=1") == "invalid spec: 'fi?ld' = '1': " + known);
+  CHECK(parseError("fi\x01ld=1") == "invalid spec: 'fi\\x01ld' = '1': " + known);
+  // A non-ASCII byte is shown as what it is, not as a '?' that reads as the
+  // user's own character.
+  CHECK(parseError("mode=d\xc3\xa9" "code") ==
+        "invalid spec: mode = 'd\\xc3\\xa9code': expected prefill or decode");
+  CHECK(parseError("mode=de\x1b" "code") ==
+        "invalid spec: mode = 'de\\x1bcode': expected prefill or decode");
+}
+
+TEST_CASE("messages quote the bytes that do not print in hex", "[spec][errors]") {
+  CHECK(printable("plain text, 1.0") == "plain text, 1.0");
+  CHECK(printable(std::string("a\0b", 3)) == "a\\x00b");
+  CHECK(printable("line\r\nend\t\x7f") == "line\\x0d\\x0aend\\x09\\x7f");
+  CHECK(printable("\x1b[31mred") == "\\x1b[31mred");
+  // Bytes from 0x80: escaped in ASCII text, kept in a UTF-8 name.
+  CHECK(printable("mod\xc3\xa8le") == "mod\\xc3\\xa8le");
+  CHECK(printable("mod\xc3\xa8le\n", /*keepUtf8=*/true) == "mod\xc3\xa8le\\x0a");
 }
 
 TEST_CASE("malformed field lists are rejected", "[spec][errors]") {
@@ -60,7 +77,7 @@ TEST_CASE("bad enumerated values are rejected", "[spec][errors]") {
       {"mode=train", "invalid spec: mode = 'train': expected prefill or decode"},
       {"mode=Decode", "invalid spec: mode = 'Decode': expected prefill or decode"},
       {"mode=pre\x01" "fill",
-       "invalid spec: mode = 'pre?fill': expected prefill or decode"},
+       "invalid spec: mode = 'pre\\x01fill': expected prefill or decode"},
       {"dtype=fp8", "invalid spec: dtype = 'fp8': expected f16, bf16, f32 or f64"},
       {"dtype=float32",
        "invalid spec: dtype = 'float32': expected f16, bf16, f32 or f64"},

@@ -54,10 +54,16 @@ typedef enum attnc_status {
   ATTNC_ERROR_NO_GPU = 2,           /**< no CUDA driver or device */
   ATTNC_ERROR_COMPILE = 3,          /**< the pipeline, the emitter or NVRTC failed */
   ATTNC_ERROR_LAUNCH = 4,           /**< the driver refused the launch */
-  ATTNC_ERROR_BUFFER_TOO_SMALL = 5, /**< an output string did not fit */
+  ATTNC_ERROR_BUFFER_TOO_SMALL = 5, /**< an output string did not fit (ATTNC_STRING_MAX
+                                         always does) */
   ATTNC_ERROR_NOT_BUNDLED = 6       /**< AOT-only mode, and no AOT bundle holds the spec
                                          (added in ABI version 5) */
 } attnc_status;
+
+/** A buffer of this many bytes holds every string the functions below write
+ *  (a canonical spec, an architecture, a kernel's source), with its NUL: the
+ *  longest canonical spec is under 200 bytes. */
+#define ATTNC_STRING_MAX 512
 
 typedef struct attnc_runtime attnc_runtime;
 typedef struct attnc_kernel attnc_kernel;

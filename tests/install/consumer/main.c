@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 int main(void) {
-  char spec[512];
+  char spec[ATTNC_STRING_MAX];
   if (attnc_abi_version() != ATTNC_ABI_VERSION)
     return 1;
   if (attnc_spec_canonical("mode=decode,page_size=16,gqa=8", spec, sizeof spec) != ATTNC_OK)
