@@ -534,6 +534,37 @@ std::string scoreOverflowNote(const harness::Batch<T> &batch, double scale) {
          "they overflow to inf, and inf - inf is NaN";
 }
 
+/// Why inf outputs can come from finite values: a kernel sums p x v over the
+/// keys (each p <= 1) before it divides by l, so where the largest |v| times
+/// the longest kv_len passes the accumulator's largest value (f32's, but f64's
+/// on a CPU f64 spec), a note that says so; else "".
+template <typename T>
+std::string accumulatorOverflowNote(const harness::Batch<T> &batch) {
+  const bool f64 = std::is_same_v<T, double> && !batch.spec.isGPU();
+  const double limit = f64 ? std::numeric_limits<double>::max()
+                           : double(std::numeric_limits<float>::max());
+  double v = 0;
+  int64_t keys = 0;
+  auto largest = [&](const std::vector<T> &values) {
+    for (T x : values)
+      if (std::isfinite(double(x)))
+        v = std::max(v, std::fabs(double(x)));
+  };
+  for (const auto &s : batch.sequences) {
+    largest(s.v);
+    keys = std::max(keys, s.kvLen);
+  }
+  largest(batch.vCache); // (its unused slots are NaN)
+  if (!(v * double(keys) > limit))
+    return "";
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.3g", v) << " x " << keys;
+  return "note: the kernel sums p x v over the keys before it divides by l, and that sum can "
+         "reach " + text + " here (largest |v| x the longest kv_len), past " +
+         (f64 ? "f64's largest, 1.8e308" : "f32's largest, 3.4e38") +
+         ": it can overflow to inf where the answer is finite";
+}
+
 /// The verdict, then --out and --lse (the last sequence's outputs) only when
 /// the run passed it: a failed run writes nothing; "OK" once they are written.
 template <typename T>
@@ -545,6 +576,8 @@ int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::E
     if (errors.nan)
       if (std::string note = scoreOverflowNote(batch, scale); !note.empty())
         llvm::outs() << note << "\n";
+    if (std::string note = accumulatorOverflowNote(batch); !note.empty())
+      llvm::outs() << note << "\n";
     if (saving) {
       llvm::outs().flush(); // the verdict first, where both go to one place
       llvm::errs() << "attnc run: nothing written to --out / --lse: the run failed its check\n";

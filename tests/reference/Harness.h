@@ -43,14 +43,44 @@ struct Batch {
   int64_t numQHeads() const { return numKVHeads * spec.gqa; }
 };
 
+/// A 2-norm summed without overflow: the sum of squares is kept against the
+/// largest |x| so far (values near f64's largest would square to inf, and
+/// their relative error would read inf / inf = NaN).
+struct Norm2 {
+  double scale = 0, sumSq = 1; ///< the norm is scale x sqrt(sumSq)
+  void add(double x) {
+    x = std::fabs(x);
+    if (x == 0 || std::isnan(x) || std::isinf(scale))
+      return;
+    if (std::isinf(x)) { // the norm is inf from here on
+      scale = x;
+      sumSq = 1;
+      return;
+    }
+    if (x > scale) {
+      sumSq = 1 + (scale == 0 ? 0 : sumSq * (scale / x) * (scale / x));
+      scale = x;
+    } else {
+      sumSq += (x / scale) * (x / scale);
+    }
+  }
+  double value() const { return scale == 0 ? 0 : scale * std::sqrt(sumSq); }
+};
+
 /// Errors of a run against the reference, accumulated over sequences.
 struct Errors {
-  double maxAbs = 0, sumSqErr = 0, sumSqRef = 0; ///< maxAbs: outputs and lse alike
+  double maxAbs = 0;                             ///< outputs and lse alike
+  Norm2 err, ref;                                ///< the outputs' errors and their values
   double maxAbsOut = 0, maxRefOut = 0;           ///< the outputs' alone, and their largest |value|
   double maxAbsLse = 0, maxRefLse = 0;           ///< lse's alone (finite rows), and its largest |value|
   int64_t checked = 0, nan = 0, fullyMaskedRows = 0, fullyMaskedWrong = 0;
+  /// ||out - ref|| / ||ref|| (||out - ref|| where ref is 0); inf where an
+  /// output overflowed.
   double relative() const {
-    return sumSqRef > 0 ? std::sqrt(sumSqErr / sumSqRef) : std::sqrt(sumSqErr);
+    if (ref.scale == 0)
+      return err.value();
+    // Each norm's scale apart: both values can pass f64's largest.
+    return err.scale / ref.scale * std::sqrt(err.sumSq / ref.sumSq);
   }
   /// The largest error against the largest value where that is above 1
   /// (values of a few units: the absolute error), of the outputs and of lse.
@@ -190,8 +220,8 @@ void compare(const Batch<T> &batch, size_t i, double scale, const std::vector<T>
       errors.maxAbs = std::max(errors.maxAbs, err);
       errors.maxAbsOut = std::max(errors.maxAbsOut, err);
       errors.maxRefOut = std::max(errors.maxRefOut, double(std::fabs(want)));
-      errors.sumSqErr += err * err;
-      errors.sumSqRef += double(want * want);
+      errors.err.add(err);
+      errors.ref.add(double(want));
     }
     if (std::isinf(refLse[row])) {
       // A row that sees no key: exactly 0, and lse = -inf when asked for.

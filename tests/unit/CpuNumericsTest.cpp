@@ -182,3 +182,28 @@ TEST_CASE("a 4096 x 4096 head of 128 in f32 runs in seconds", "[cpu][numerics][s
   CHECK(e.nan == 0);
   CHECK(e.relative() < 1e-5);
 }
+
+TEST_CASE("the harness's relative error holds outputs near f64's largest", "[cpu][numerics]") {
+  // Plain sums of squares would overflow here: 1e300 errors against values
+  // near 1e308 read inf / inf = NaN, and an inf output read NaN too.
+  harness::Errors e;
+  for (int i = 0; i < 4; ++i) {
+    e.ref.add(1e308);
+    e.err.add(1e300);
+  }
+  CHECK(e.relative() == Approx(1e-8).epsilon(1e-12));
+  e.err.add(INFINITY);
+  CHECK(std::isinf(e.relative()));
+  e.err.add(1.0); // after inf, still inf
+  CHECK(std::isinf(e.relative()));
+
+  harness::Errors small; // the ordinary case: sqrt(sum err^2 / sum ref^2)
+  for (double x : {3.0, 4.0})
+    small.ref.add(x);
+  small.err.add(0.5);
+  CHECK(small.relative() == Approx(0.1).epsilon(1e-12));
+  harness::Errors zeroRef; // a reference of zeros: the error's own norm
+  zeroRef.err.add(3.0);
+  zeroRef.err.add(4.0);
+  CHECK(zeroRef.relative() == Approx(5.0).epsilon(1e-12));
+}
