@@ -119,8 +119,9 @@ double keysRead(const Spec &spec, int64_t tileQ, int64_t qLen, int64_t n) {
 int64_t scoreBytes(const Spec &spec) { return spec.dtype == DType::F64 ? 8 : 4; }
 std::string scoreType(const Spec &spec) { return scoreBytes(spec) == 8 ? "f64" : "fp32"; }
 
-/// What the tables leave out of a paged cache, said under the model.
-void pagingNote(const Spec &spec) {
+/// What the tables leave out of a paged cache, said under the model, and
+/// that the CPU measurement (`measured`) reads contiguous K and V.
+void pagingNote(const Spec &spec, bool measured) {
   if (!spec.isPaged())
     return;
   llvm::outs() << "  page_size = " << spec.page_size
@@ -128,7 +129,10 @@ void pagingNote(const Spec &spec) {
                   "block-table reads (one 4-byte entry per page of "
                << counted(spec.page_size, "key")
                << ") and the textbook's gather of the pages into contiguous K and V (attn."
-                  "gather_pages: 2Nd read and 2Nd written)\n";
+                  "gather_pages: 2Nd read and 2Nd written)"
+               << (measured ? "; the measurement below reads contiguous K and V (page_size = 0)"
+                            : "")
+               << "\n";
 }
 
 /// The decode model: one KV head, its gqa query heads, tile_q query tokens
@@ -168,7 +172,7 @@ void explainDecode(const Spec &spec, const std::vector<int64_t> &lengths) {
                << "\n"
                << "  textbook peak scratch: S and P, " << tt << "N " << st << " per query head (in place: "
                << gN << ")\n";
-  pagingNote(spec);
+  pagingNote(spec, /*measured=*/false); // decode measures nothing
   if (spec.isGPU())
     llvm::outs() << "  kernel peak scratch:   s thread blocks (one per split; s = " << s
                  << (fixedSplits ? "" : " in the table") << "), each the group's query rows + "
@@ -436,7 +440,7 @@ int explain(const ExplainOptions &o) {
                            "(gqa x tile_q rows) and reads each K and V tile once for them: per "
                            "query head, 1/gqa of the K and V traffic counted")
                  << (o.measure ? "; the measurement below runs one head (gqa = 1)" : "") << "\n";
-  pagingNote(spec);
+  pagingNote(spec, o.measure);
   // A GPU block's scratch is its shared memory (the scores stay in
   // registers); the CPU kernel keeps its score tile in memory too.
   if (spec.isGPU())

@@ -328,7 +328,8 @@ cpu; tune: the GPU's architecture):
               (GPU: the tiles must fit in shared memory; `attnc spec` prints it)
   mask        none | causal | sliding_window(W)                 (none)
               (bottom-right aligned: query i is at key p = i + kv_len - q_len;
-              causal sees keys j <= p, sliding_window(W) p - W < j <= p)
+              causal sees keys j <= p, sliding_window(W) p - W < j <= p;
+              W in 1..999999999)
   page_size   0 = contiguous KV, else tokens per page, 1..65536 (0)
   gqa         num_q_heads / num_kv_heads, 1..256; GPU decode:   (1)
               tile_q x gqa <= 128 query rows per block

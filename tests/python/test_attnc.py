@@ -265,6 +265,7 @@ class TestSpecFor(unittest.TestCase):
             (dict(dtype="f32"), "bf16 or f16"),
             (dict(head_dim=100), "invalid spec: head_dim = 100"),
             (dict(window=0), "window = 0 must be >= 1"),
+            (dict(window=2**31), "window = 2147483648 must be <= 999999999"),
             (dict(split_kv=0), "split_kv = 0 must be >= 1"),
             (dict(target="sm_75"), "target"),
             # Nothing wraps or is truncated on its way to C, and other types are named.

@@ -313,7 +313,9 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     c.page_size = _int("page_size", page_size)
     c.max_q_len = _int("max_q_len", max_q_len)
     c.causal, c.return_lse = _flag("causal", causal), _flag("return_lse", return_lse)
-    c.window = 0 if window is None else _int("window", window, 1, hint=" (None: no window)")
+    # A spec's numbers stop below 10^9 (a larger window is causal for any sequence).
+    c.window = (0 if window is None
+                else _int("window", window, 1, 999_999_999, hint=" (None: no window)"))
     c.decode = -1 if decode is None else _flag("decode", decode)
     c.split_kv = (0 if split_kv in (None, "auto")
                   else _int("split_kv", split_kv, 1, (1 << 31) - 1, hint=" or 'auto'"))
