@@ -159,7 +159,12 @@ bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
   auto [entry, added] = sequences_.try_emplace(sequence);
   Sequence &s = entry->second;
   try {
-    s.pages.reserve(s.pages.size() + count); // nothing below can fail once a slot is taken
+    // Nothing below can fail once a slot is taken. The room grows by at least
+    // half each time: reserving the exact size would copy every page a
+    // sequence holds on each page it grows by (quadratic over its life).
+    const size_t need = s.pages.size() + static_cast<size_t>(count);
+    if (need > s.pages.capacity())
+      s.pages.reserve(std::max(need, s.pages.capacity() + s.pages.capacity() / 2));
   } catch (...) {
     if (added) // all or nothing: a new sequence that got no page is not kept
       sequences_.erase(entry);

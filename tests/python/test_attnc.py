@@ -2,9 +2,11 @@
 specs, and the refusals that come before any launch (run by ctest with
 ATTNC_LIBRARY pointing at the built libattnc.so)."""
 
+import copy
 import gc
 import os
 import pathlib
+import pickle
 import shutil
 import subprocess
 import sys
@@ -152,6 +154,17 @@ class TestPageAllocator(unittest.TestCase):
                 attnc.PageAllocator.for_cache(fake)
             self.assertIn("cache's __cuda_array_interface__", str(e.exception))
             self.assertIn(message, str(e.exception))
+
+    def test_an_allocator_is_not_copied(self):
+        # A copy would share the C handle and destroy it a second time.
+        pages = attnc.PageAllocator(10, 4)
+        for copy_of, what in ((copy.copy, "copied"), (copy.deepcopy, "copied"),
+                              (pickle.dumps, "pickled")):
+            with self.assertRaises(TypeError) as e:
+                copy_of(pages)
+            self.assertIn(f"attnc.PageAllocator cannot be {what}", str(e.exception))
+        gc.collect()
+        self.assertEqual(pages.allocate(1, 2), [0, 1])  # the handle is still the object's
 
     def test_the_page_count_is_kept_as_checked(self):
         class Index:

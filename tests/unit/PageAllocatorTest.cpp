@@ -125,6 +125,25 @@ TEST_CASE("a request larger than the free slots takes nothing", "[pages]") {
   CHECK(a->pagesOf(2) == nullptr); // a refused new sequence is not registered
 }
 
+TEST_CASE("a sequence that grows a page at a time is not copied at every page", "[pages]") {
+  // A server grows each sequence by one page every page_size tokens: its
+  // table must grow geometrically, or each page costs a copy of all the
+  // sequence holds (a sequence of 2^20 pages took 1 ms a page).
+  auto a = made(1 << 16, 512);
+  std::vector<int32_t> page(1);
+  std::string error;
+  size_t regrown = 0, capacity = 0;
+  for (int i = 0; i < (1 << 16); ++i) {
+    REQUIRE(a->allocate(7, 1, page.data(), error));
+    const size_t now = a->pagesOf(7)->capacity();
+    regrown += now != capacity;
+    capacity = now;
+  }
+  CHECK(a->pagesOf(7)->size() == size_t(1) << 16);
+  CHECK(a->freePages() == 0);
+  CHECK(regrown < 40); // growing by half each time: about 27
+}
+
 TEST_CASE("bad sizes and unknown sequences are refused by name", "[pages]") {
   std::string error;
   CHECK_FALSE(PageAllocator::create(0, 64, 0, error));

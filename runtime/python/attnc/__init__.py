@@ -366,7 +366,25 @@ def load_bundle(path):
     return n.value
 
 
-class Kernel:
+class _Handle:
+    """What owns a C handle (destroyed or released with the object): a copy would
+    share the handle and free it twice, so copying and pickling are refused."""
+
+    def _refuse(self, what):
+        raise TypeError(f"attnc.{type(self).__name__} cannot be {what}: it owns a handle of "
+                        "the C library that its copy would free again; share the object")
+
+    def __copy__(self):
+        self._refuse("copied")
+
+    def __deepcopy__(self, memo):
+        self._refuse("copied")
+
+    def __reduce__(self):
+        self._refuse("pickled")
+
+
+class Kernel(_Handle):
     """A spec's compiled kernel, loaded in the runtime's CUDA context.
     ``source`` says where it came from when it was got: "bundle" (an AOT
     bundle), "memory", "disk" (the kernel cache) or "compiled" (NVRTC).
@@ -408,7 +426,7 @@ class Kernel:
                                                 ctypes.c_void_p(stream)), "checking the arguments")
 
 
-class Runtime:
+class Runtime(_Handle):
     """The JIT runtime bound to the current CUDA context (device 0's primary
     context when none is current): spec -> kernel, cached in memory and on disk
     (cache_dir: a str, bytes or os.PathLike folder; None: the default,
@@ -482,7 +500,7 @@ def _sequence_id(sequence):
     return _int("sequence", sequence, 0, (1 << 64) - 1)
 
 
-class PageAllocator:
+class PageAllocator(_Handle):
     """Page slots of a paged KV cache ([num_pages, page_size, num_kv_heads, head_dim]) for a
     scheduler to give its sequences, so that each sequence's pages fill windows of 2 MiB of
     the cache (the GPU's large page) instead of lying anywhere in it: the decode kernels
