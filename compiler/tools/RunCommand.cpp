@@ -506,6 +506,35 @@ int verdict(const Spec &spec, const harness::Errors &errors, double runSeconds, 
   return 0;
 }
 
+/// The largest |x| of the keys (`values` false) or the values the kernel
+/// reads: each sequence's own, or, paged, the cache's slots its table maps
+/// (the others may hold anything).
+template <typename T>
+double largestRead(const harness::Batch<T> &batch, bool values) {
+  double most = 0;
+  auto take = [&](const T *x, size_t count) {
+    for (size_t i = 0; i < count; ++i)
+      if (std::isfinite(double(x[i])))
+        most = std::max(most, std::fabs(double(x[i])));
+  };
+  const int64_t page = batch.spec.page_size;
+  const size_t row = size_t(batch.numKVHeads) * size_t(batch.spec.head_dim); // a token's
+  const std::vector<T> &cache = values ? batch.vCache : batch.kCache;
+  for (const auto &s : batch.sequences) {
+    if (!page) {
+      const std::vector<T> &own = values ? s.v : s.k;
+      take(own.data(), own.size());
+      continue;
+    }
+    for (int64_t t = 0; t < s.kvLen; ++t) {
+      const size_t slot = size_t(s.table[t / page]) * size_t(page) + size_t(t % page);
+      if ((slot + 1) * row <= cache.size())
+        take(cache.data() + slot * row, row);
+    }
+  }
+  return most;
+}
+
 /// Why NaN outputs can come from finite inputs: where the scores q.k x scale
 /// may pass f32's largest value (every GPU kernel and the CPU's f32 ones
 /// compute them in f32), a note that says so; else "".
@@ -513,17 +542,12 @@ template <typename T>
 std::string scoreOverflowNote(const harness::Batch<T> &batch, double scale) {
   if (std::is_same_v<T, double> && !batch.spec.isGPU())
     return "";
-  double q = 0, k = 0;
-  auto largest = [](const std::vector<T> &values, double &most) {
-    for (T x : values)
+  double q = 0;
+  for (const auto &s : batch.sequences)
+    for (T x : s.q)
       if (std::isfinite(double(x)))
-        most = std::max(most, std::fabs(double(x)));
-  };
-  for (const auto &s : batch.sequences) {
-    largest(s.q, q);
-    largest(s.k, k);
-  }
-  largest(batch.kCache, k); // (its unused slots are NaN)
+        q = std::max(q, std::fabs(double(x)));
+  const double k = largestRead(batch, /*values=*/false);
   const double most = std::fabs(scale) * q * k * double(batch.spec.head_dim);
   if (!(most > double(std::numeric_limits<float>::max())))
     return "";
@@ -534,33 +558,30 @@ std::string scoreOverflowNote(const harness::Batch<T> &batch, double scale) {
          "they overflow to inf, and inf - inf is NaN";
 }
 
-/// Why inf outputs can come from finite values: a kernel sums p x v over the
-/// keys (each p <= 1) before it divides by l, so where the largest |v| times
-/// the longest kv_len passes the accumulator's largest value (f32's, but f64's
-/// on a CPU f64 spec), a note that says so; else "".
+/// Why inf outputs can come from finite values: a kernel sums p x v over a
+/// row's keys (each p <= 1) before it divides by l, so where the largest |v|
+/// times the most keys a row sees (the longest kv_len, or the window) passes
+/// the accumulator's largest value (f32's, but f64's on a CPU f64 spec), a
+/// note that says so; else "".
 template <typename T>
 std::string accumulatorOverflowNote(const harness::Batch<T> &batch) {
   const bool f64 = std::is_same_v<T, double> && !batch.spec.isGPU();
   const double limit = f64 ? std::numeric_limits<double>::max()
                            : double(std::numeric_limits<float>::max());
-  double v = 0;
   int64_t keys = 0;
-  auto largest = [&](const std::vector<T> &values) {
-    for (T x : values)
-      if (std::isfinite(double(x)))
-        v = std::max(v, std::fabs(double(x)));
-  };
-  for (const auto &s : batch.sequences) {
-    largest(s.v);
+  for (const auto &s : batch.sequences)
     keys = std::max(keys, s.kvLen);
-  }
-  largest(batch.vCache); // (its unused slots are NaN)
+  const bool window = batch.spec.mask.kind == MaskKind::SlidingWindow;
+  if (window)
+    keys = std::min(keys, batch.spec.mask.window);
+  const double v = largestRead(batch, /*values=*/true);
   if (!(v * double(keys) > limit))
     return "";
   std::string text;
   llvm::raw_string_ostream(text) << llvm::format("%.3g", v) << " x " << keys;
   return "note: the kernel sums p x v over the keys before it divides by l, and that sum can "
-         "reach " + text + " here (largest |v| x the longest kv_len), past " +
+         "reach " + text + " here (largest |v| x " +
+         (window ? "the window" : "the longest kv_len") + "), past " +
          (f64 ? "f64's largest, 1.8e308" : "f32's largest, 3.4e38") +
          ": it can overflow to inf where the answer is finite";
 }
@@ -576,8 +597,9 @@ int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::E
     if (errors.nan)
       if (std::string note = scoreOverflowNote(batch, scale); !note.empty())
         llvm::outs() << note << "\n";
-    if (std::string note = accumulatorOverflowNote(batch); !note.empty())
-      llvm::outs() << note << "\n";
+    if (std::isinf(errors.maxAbsOut)) // an output overflowed
+      if (std::string note = accumulatorOverflowNote(batch); !note.empty())
+        llvm::outs() << note << "\n";
     if (saving) {
       llvm::outs().flush(); // the verdict first, where both go to one place
       llvm::errs() << "attnc run: nothing written to --out / --lse: the run failed its check\n";

@@ -47,10 +47,14 @@ struct Batch {
 /// largest |x| so far (values near f64's largest would square to inf, and
 /// their relative error would read inf / inf = NaN).
 struct Norm2 {
-  double scale = 0, sumSq = 1; ///< the norm is scale x sqrt(sumSq)
+  double scale = 0, sumSq = 1; ///< the norm is scale x sqrt(sumSq); NaN once a NaN is added
   void add(double x) {
     x = std::fabs(x);
-    if (x == 0 || std::isnan(x) || std::isinf(scale))
+    if (std::isnan(x)) { // NaN from here on, as a plain sum would be
+      scale = x;
+      return;
+    }
+    if (x == 0 || std::isnan(scale) || std::isinf(scale))
       return;
     if (std::isinf(x)) { // the norm is inf from here on
       scale = x;

@@ -184,8 +184,8 @@ TEST_CASE("a 4096 x 4096 head of 128 in f32 runs in seconds", "[cpu][numerics][s
 }
 
 TEST_CASE("the harness's relative error holds outputs near f64's largest", "[cpu][numerics]") {
-  // Plain sums of squares would overflow here: 1e300 errors against values
-  // near 1e308 read inf / inf = NaN, and an inf output read NaN too.
+  // Plain sums of squares overflow here: 1e300 errors against values near
+  // 1e308 square to inf / inf = NaN, and so did an inf error against them.
   harness::Errors e;
   for (int i = 0; i < 4; ++i) {
     e.ref.add(1e308);
@@ -196,6 +196,13 @@ TEST_CASE("the harness's relative error holds outputs near f64's largest", "[cpu
   CHECK(std::isinf(e.relative()));
   e.err.add(1.0); // after inf, still inf
   CHECK(std::isinf(e.relative()));
+
+  harness::Errors withNan; // a NaN makes the norm NaN, as a plain sum would
+  withNan.ref.add(1.0);
+  withNan.err.add(0.5);
+  withNan.err.add(NAN);
+  withNan.err.add(2.0);
+  CHECK(std::isnan(withNan.relative()));
 
   harness::Errors small; // the ordinary case: sqrt(sum err^2 / sum ref^2)
   for (double x : {3.0, 4.0})

@@ -52,6 +52,16 @@ TEST_CASE("messages quote the bytes that do not print in hex", "[spec][errors]")
   // Bytes from 0x80: escaped in ASCII text, kept in a UTF-8 name.
   CHECK(printable("mod\xc3\xa8le") == "mod\\xc3\\xa8le");
   CHECK(printable("mod\xc3\xa8le\n", /*keepUtf8=*/true) == "mod\xc3\xa8le\\x0a");
+  // Kept: well-formed UTF-8 only (here 3 and 4 bytes long)...
+  CHECK(printable("\xe2\x82\xac \xf0\x9f\x98\x80", true) == "\xe2\x82\xac \xf0\x9f\x98\x80");
+  // ...and never a C1 control, which a terminal may act on (U+009B is CSI), a
+  // stray or cut-off byte, an overlong form or a surrogate.
+  CHECK(printable("a\xc2\x9b" "31m", true) == "a\\xc2\\x9b31m");
+  CHECK(printable("\x9b" "31m", true) == "\\x9b31m");
+  CHECK(printable("end\xc3", true) == "end\\xc3");
+  CHECK(printable("\xc0\xaf", true) == "\\xc0\\xaf");
+  CHECK(printable("\xed\xa0\x80", true) == "\\xed\\xa0\\x80");
+  CHECK(printable("\xf4\x90\x80\x80", true) == "\\xf4\\x90\\x80\\x80");
 }
 
 TEST_CASE("malformed field lists are rejected", "[spec][errors]") {

@@ -20,7 +20,8 @@ namespace attn {
 inline bool isControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
 
 /// `text` with each control character written as \xNN, and each byte from
-/// 0x80 too unless `keepUtf8` (a name may be UTF-8; a spec or a table line is
+/// 0x80 too, except with `keepUtf8` those of well-formed UTF-8 characters
+/// other than the C1 controls (a name may be UTF-8; a spec or a table line is
 /// ASCII, so such a byte there is worth showing as what it is).
 std::string printable(std::string_view text, bool keepUtf8 = false);
 
