@@ -506,17 +506,21 @@ int verdict(const Spec &spec, const harness::Errors &errors, double runSeconds, 
   return 0;
 }
 
+/// `most` raised to the largest finite |x| of `count` values from `x`.
+template <typename T>
+void raiseToLargest(const T *x, size_t count, double &most) {
+  for (size_t i = 0; i < count; ++i)
+    if (std::isfinite(double(x[i])))
+      most = std::max(most, std::fabs(double(x[i])));
+}
+
 /// The largest |x| of the keys (`values` false) or the values the kernel
 /// reads: each sequence's own, or, paged, the cache's slots its table maps
 /// (the others may hold anything).
 template <typename T>
 double largestRead(const harness::Batch<T> &batch, bool values) {
   double most = 0;
-  auto take = [&](const T *x, size_t count) {
-    for (size_t i = 0; i < count; ++i)
-      if (std::isfinite(double(x[i])))
-        most = std::max(most, std::fabs(double(x[i])));
-  };
+  auto take = [&](const T *x, size_t count) { raiseToLargest(x, count, most); };
   const int64_t page = batch.spec.page_size;
   const size_t row = size_t(batch.numKVHeads) * size_t(batch.spec.head_dim); // a token's
   const std::vector<T> &cache = values ? batch.vCache : batch.kCache;
@@ -544,9 +548,7 @@ std::string scoreOverflowNote(const harness::Batch<T> &batch, double scale) {
     return "";
   double q = 0;
   for (const auto &s : batch.sequences)
-    for (T x : s.q)
-      if (std::isfinite(double(x)))
-        q = std::max(q, std::fabs(double(x)));
+    raiseToLargest(s.q.data(), s.q.size(), q);
   const double k = largestRead(batch, /*values=*/false);
   const double most = std::fabs(scale) * q * k * double(batch.spec.head_dim);
   if (!(most > double(std::numeric_limits<float>::max())))
