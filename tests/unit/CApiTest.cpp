@@ -158,6 +158,31 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   c.size = offsetof(attnc_call, tile_q);
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_OK);
   c.size = sizeof c;
+  {
+    // A later header's larger struct: read while its new fields are 0, refused
+    // once one asks for something this attnc cannot do.
+    struct Later {
+      attnc_call known;
+      int64_t future;
+    } later;
+    std::memset(&later, 0, sizeof later);
+    later.known = c;
+    later.known.size = sizeof later;
+    REQUIRE(attnc_attention_spec(&later.known, "sm_90a", buf, sizeof buf) == ATTNC_OK);
+    const std::string same = buf;
+    REQUIRE(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_OK);
+    CHECK(same == buf);
+    later.future = 1;
+    CHECK(attnc_attention_spec(&later.known, "sm_90a", buf, sizeof buf) ==
+          ATTNC_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(attnc_last_error()) ==
+          "call->size = " + std::to_string(sizeof later) + ", and byte " +
+              std::to_string(sizeof(attnc_call)) + " is not 0: it lies past the " +
+              std::to_string(sizeof(attnc_call)) + " bytes of an attnc_call this attnc (ABI " +
+              "version " + std::to_string(ATTNC_ABI_VERSION) +
+              ") knows, in a field of a later version that it cannot honour (leave that field "
+              "0, or use a later attnc)");
+  }
   // The target is a target name, not a spec whose other fields would be dropped.
   CHECK(attnc_attention_spec(&c, "sm_90a,tile_q=128", buf, sizeof buf) ==
         ATTNC_ERROR_INVALID_ARGUMENT);

@@ -71,7 +71,8 @@ typedef struct attnc_pages attnc_pages;
 
 /** One launch's device memory and sizes (see attn::AttentionArgs). */
 typedef struct attnc_args {
-  uint32_t size; /**< sizeof(attnc_args) as the caller knows it */
+  uint32_t size; /**< sizeof(attnc_args) as the caller knows it (a later, larger
+                      version's: its fields past this struct must be 0) */
   uint64_t q, k, v, o;
   uint64_t lse;          /**< fp32 [total_q, num_q_heads]; return_lse specs only */
   uint64_t cu_seqlens_q; /**< int32 [batch + 1] */
@@ -96,7 +97,8 @@ typedef struct attnc_args {
  *  the tensors' description, no device memory. Starts with its size, like
  *  attnc_args. Added in ABI version 2. */
 typedef struct attnc_call {
-  uint32_t size;          /**< sizeof(attnc_call) as the caller knows it */
+  uint32_t size;          /**< sizeof(attnc_call) as the caller knows it (a later,
+                               larger version's: its fields past this struct must be 0) */
   const char *dtype;      /**< "bf16" or "f16" */
   int64_t head_dim;
   int64_t num_q_heads, num_kv_heads;
@@ -107,7 +109,9 @@ typedef struct attnc_call {
   int64_t window;         /**< > 0: a causal sliding window of this many keys */
   int32_t decode;         /**< -1: attnc's choice, 0: prefill, 1: decode kernels */
   int32_t split_kv;       /**< decode: 0 = auto, else the number of splits (a call that
-                               takes a prefill kernel refuses a number) */
+                               takes a prefill kernel refuses a number, except an empty
+                               step, max_q_len = 0 with decode = -1 and no tile_q: it
+                               launches nothing, and its prefill spec keeps no count) */
   int64_t tile_q, tile_kv; /**< 0: the defaults (tile_q is prefill's: a call that gives
                                 it takes the prefill kernels unless decode = 1) */
 } attnc_call;

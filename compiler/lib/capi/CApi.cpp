@@ -79,8 +79,9 @@ attnc_status copyOut(const std::string &text, char *out, size_t outSize, const c
 }
 
 /// A caller's size-prefixed struct (attnc_args, attnc_call), however long
-/// its version is: fields past in->size read as 0. `least`: the bytes every
-/// version has.
+/// its version is: fields past in->size read as 0, and a later version's
+/// fields past this attnc's struct must be 0 (a request this attnc cannot
+/// honour is refused, not dropped). `least`: the bytes every version has.
 template <typename T>
 bool readSized(const T *in, size_t least, const char *name, const char *type, T &out,
                std::string &error) {
@@ -94,6 +95,17 @@ bool readSized(const T *in, size_t least, const char *name, const char *type, T 
             type + " (set it to sizeof(" + type + "))";
     return false;
   }
+  const auto *bytes = reinterpret_cast<const unsigned char *>(in);
+  for (size_t i = sizeof(T); i < size; ++i)
+    if (bytes[i] != 0) {
+      error = std::string(name) + "->size = " + std::to_string(size) + ", and byte " +
+              std::to_string(i) + " is not 0: it lies past the " + std::to_string(sizeof(T)) +
+              " bytes of an " + type + " this attnc (ABI version " +
+              std::to_string(ATTNC_ABI_VERSION) +
+              ") knows, in a field of a later version that it cannot honour (leave that "
+              "field 0, or use a later attnc)";
+      return false;
+    }
   std::memset(&out, 0, sizeof out);
   std::memcpy(&out, in, std::min(size, sizeof out));
   return true;

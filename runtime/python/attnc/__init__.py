@@ -299,7 +299,8 @@ def spec_for(dtype, head_dim, num_q_heads, num_kv_heads, *, target, page_size=0,
     `decode` says, tile_q is given (prefill tiles) or tile_kv does not fit the decode
     block (decode=True takes them with tile_q = max_q_len, whatever tile_q says).
     split_kv (an integer) is the decode kernels': a call that takes a prefill kernel
-    refuses it, naming why. Needs no GPU: e.g. to list the specs
+    refuses it, naming why, except an empty step (max_q_len=0, decode and tile_q None),
+    which launches nothing and whose prefill spec keeps no count. Needs no GPU: e.g. to list the specs
     a model will need for `attnc aot`."""
     if not isinstance(dtype, str) or dtype not in ("bf16", "f16"):
         raise AttncError(f"dtype {dtype!r}: the kernels take bf16 or f16")
