@@ -81,10 +81,12 @@ attnc_status copyOut(const std::string &text, char *out, size_t outSize, const c
 /// A caller's size-prefixed struct (attnc_args, attnc_call), however long
 /// its version is: fields past in->size read as 0, and a later version's
 /// fields past this attnc's struct must be 0 (a request this attnc cannot
-/// honour is refused, not dropped). `least`: the bytes every version has.
+/// honour is refused, not dropped). `least`: the bytes every version has;
+/// `older`: the size of the one earlier version (a size between it and this
+/// version's ends inside a field, and would read half of it).
 template <typename T>
-bool readSized(const T *in, size_t least, const char *name, const char *type, T &out,
-               std::string &error) {
+bool readSized(const T *in, size_t least, size_t older, const char *name, const char *type,
+               T &out, std::string &error) {
   if (!in) {
     error = std::string(name) + " is a null pointer";
     return false;
@@ -92,6 +94,11 @@ bool readSized(const T *in, size_t least, const char *name, const char *type, T 
   const size_t size = in->size;
   if (size < least || size > (1u << 16)) {
     error = std::string(name) + "->size = " + std::to_string(size) + " is not the size of an " +
+            type + " (set it to sizeof(" + type + "))";
+    return false;
+  }
+  if (size != older && size < sizeof(T)) {
+    error = std::string(name) + "->size = " + std::to_string(size) + " ends inside a field of " +
             type + " (set it to sizeof(" + type + "))";
     return false;
   }
@@ -114,16 +121,10 @@ bool readSized(const T *in, size_t least, const char *name, const char *type, T 
 /// The caller's attnc_args as the runtime's AttentionArgs.
 bool readArgs(const attnc_args *in, AttentionArgs &out, std::string &error) {
   // The two sizes there have been (before the paged strides of ABI version
-  // 4, and now) or a later, larger one: a size that ends inside a field
-  // would read half of it (half of scale, half of a pointer).
-  constexpr size_t kBeforeStrides = offsetof(attnc_args, kv_page_stride);
-  if (in && in->size != kBeforeStrides && in->size < sizeof(attnc_args)) {
-    error = "args->size = " + std::to_string(in->size) +
-            " ends inside a field of attnc_args (set it to sizeof(attnc_args))";
-    return false;
-  }
+  // 4, and now) or a later, larger one.
   attnc_args a;
-  if (!readSized(in, offsetof(attnc_args, q) + sizeof(uint64_t), "args", "attnc_args", a, error))
+  if (!readSized(in, offsetof(attnc_args, q) + sizeof(uint64_t),
+                 offsetof(attnc_args, kv_page_stride), "args", "attnc_args", a, error))
     return false;
   out.q = a.q;
   out.k = a.k;
@@ -217,14 +218,11 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
   return guarded([&] {
     attnc_call c;
     std::string error;
-    if (!readSized(call, offsetof(attnc_call, tile_q), "call", "attnc_call", c, error))
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
     // The two sizes there have been (before tile_q and tile_kv, and now) or a
-    // later, larger one: a size that ends inside a field would read half of it.
-    if (call->size != offsetof(attnc_call, tile_q) && call->size < sizeof(attnc_call))
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
-                  "call->size = " + std::to_string(call->size) +
-                      " ends inside a field of attnc_call (set it to sizeof(attnc_call))");
+    // later, larger one.
+    if (!readSized(call, offsetof(attnc_call, tile_q), offsetof(attnc_call, tile_q), "call",
+                   "attnc_call", c, error))
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT, error);
     if (!target || !*target)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   "target is needed (attnc_runtime_arch gives the GPU's)");
