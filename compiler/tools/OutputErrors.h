@@ -3,9 +3,16 @@
 // LLVM's streams report a write that failed (a full disk, /dev/full) as a
 // fatal error when the stream is destroyed: "LLVM ERROR: IO failure on
 // output stream", even after `--help`, which LLVM's parser prints and exits
-// on. attnc and attn-opt install this handler first thing: the failure is
-// said in one line that names the tool, files being written are removed,
-// and the tool exits 1.
+// on. attnc and attn-opt install this handler first thing after InitLLVM:
+// the failure is said in one line that names the tool, files being written
+// are removed, and the tool exits 1.
+//
+// A write past the file-size limit (`ulimit -f`) is such a failure too. Its
+// signal, SIGXFSZ, would otherwise kill the tool, leaving its temporary files
+// behind, or, once ignored by the shell, reach LLVM's crash handler (which
+// InitLLVM installs over the shell's choice) and print a stack dump. So the
+// handler ignores SIGXFSZ: the write fails with EFBIG and the tool's own
+// error path reports it and removes what it made.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,13 +22,17 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/Signals.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace attn::cli {
 
+/// Call after llvm::InitLLVM, whose signal handlers would replace the
+/// SIGXFSZ choice made here.
 inline void installOutputErrorHandler(const char *tool) {
+  std::signal(SIGXFSZ, SIG_IGN);
   llvm::install_fatal_error_handler(
       [](void *data, const char *reason, bool) {
         llvm::sys::RunInterruptHandlers(); // removes the files being written

@@ -29,6 +29,7 @@
 #include "mlir/Support/FileUtilities.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Path.h"
@@ -126,6 +127,7 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
 } // namespace
 
 int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
   attn::cli::installOutputErrorHandler("attn-opt");
   mlir::DialectRegistry registry;
   // The dialects of the passes' outputs too (attn-lower-tiles writes linalg
