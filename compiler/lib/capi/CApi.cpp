@@ -231,6 +231,12 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
     if (std::strpbrk(target, ",= \t\n\v\f\r") != nullptr)
       return fail(ATTNC_ERROR_INVALID_ARGUMENT, std::string("target = '") + target +
                                                     "': expected sm_80 or sm_90a alone");
+    auto notATarget = [&] {
+      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("target = '") + target +
+                      "': expected a GPU architecture from sm_80 on (sm_80, sm_86, sm_89, "
+                      "sm_90a, sm_100, ...: sm_9x takes sm_90a's kernels, the others sm_80's)");
+    };
     // A GPU's architecture (attnc_runtime_arch: sm_86, sm_89, ...) names the
     // target its kernels are built for, as attn::Runtime::target does
     // (gpuTarget).
@@ -239,19 +245,21 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
       const char *digits = target + 3, *end = digits;
       while (*end >= '0' && *end <= '9' && end - digits < 4)
         ++end;
-      // "sm_0800" is no architecture: no leading zero.
-      const int cc = end - digits >= 2 && *digits != '0'
-                         ? std::atoi(std::string(digits, end).c_str())
-                         : 0;
-      if (cc >= 80 && (*end == '\0' || (*end == 'a' && end[1] == '\0')))
-        targetName = name(gpuTarget(cc / 10));
+      // A compute capability as its major and minor digits: 80..99 or
+      // 100..199 (sm_100, sm_120, ...), so no leading zero ("sm_0800") and
+      // no name of a GPU there is not ("sm_900"). The "a" of an
+      // architecture's own features came with sm_90a: "sm_80a" is no name.
+      const int cc = std::atoi(std::string(digits, end).c_str());
+      const bool number = (end - digits == 2 && cc >= 80) ||
+                          (end - digits == 3 && cc >= 100 && cc < 200);
+      const bool suffix = *end == '\0' || (*end == 'a' && end[1] == '\0' && cc >= 90);
+      if (!number || !suffix)
+        return notATarget();
+      targetName = name(gpuTarget(cc / 10));
     }
     SpecResult where = parseSpec("target=" + targetName);
     if (!where)
-      return fail(ATTNC_ERROR_INVALID_ARGUMENT,
-                  std::string("target = '") + target +
-                      "': expected a GPU architecture from sm_80 on (sm_80, sm_86, sm_89, "
-                      "sm_90a, sm_100, ...: sm_9x takes sm_90a's kernels, the others sm_80's)");
+      return notATarget();
     if (!where.spec->isGPU()) // the calls' tensors are bf16 or f16, which the CPU does not take
       return fail(ATTNC_ERROR_INVALID_ARGUMENT,
                   "target = cpu: attention calls take GPU kernels (sm_80 or sm_90a); a CPU "
