@@ -114,28 +114,30 @@ void PageAllocator::setGrowing(int64_t window, int64_t delta) {
   byFree_.insert(std::move(node));
 }
 
-int32_t PageAllocator::take(int64_t window) {
+int64_t PageAllocator::take(int64_t window, int64_t count, int32_t *pages) {
   // The window's bits, a word at a time from the first that may hold a free
   // slot; the first word and the last may hold other windows' slots, masked
-  // off. The lowest free slot is taken, as a scan from the window's start
-  // would take it.
+  // off. The lowest free slots are taken, as a scan from the window's start
+  // would take them, and the window's rank moves once for them all.
   const int64_t begin = windowBegin(window), end = windowEnd(window);
-  for (int64_t word = firstFreeWord_[window]; word * 64 < end; ++word) {
+  count = std::min(count, freeInWindow_[window]);
+  int64_t taken = 0;
+  for (int64_t word = firstFreeWord_[window]; taken < count && word * 64 < end; ++word) {
     uint64_t bits = freeBits_[word];
     if (word * 64 < begin)
       bits &= ~uint64_t(0) << (begin - word * 64);
     if (end - word * 64 < 64)
       bits &= (uint64_t(1) << (end - word * 64)) - 1;
-    if (bits) {
+    firstFreeWord_[window] = word;
+    for (; bits && taken < count; bits &= bits - 1) {
       const int32_t page = static_cast<int32_t>(word * 64 + __builtin_ctzll(bits));
       freeBits_[word] &= ~(uint64_t(1) << (page % 64));
-      firstFreeWord_[window] = word;
-      setFree(window, freeInWindow_[window] - 1);
-      --freePages_;
-      return page;
+      pages[taken++] = page;
     }
   }
-  return -1; // not reached: the caller checked freeInWindow_
+  setFree(window, freeInWindow_[window] - taken);
+  freePages_ -= taken;
+  return taken;
 }
 
 bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
@@ -170,7 +172,7 @@ bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
       sequences_.erase(entry);
     throw;
   }
-  for (int64_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < count;) {
     // Where its last page came from, while that window has room; else the
     // window with the most room among those no other sequence grows in, or
     // any window once none of those has room.
@@ -183,8 +185,9 @@ bool PageAllocator::allocate(uint64_t sequence, int64_t count, int32_t *pages,
       s.window = std::get<2>(*best);
       setGrowing(s.window, +1);
     }
-    pages[i] = take(s.window);
-    s.pages.push_back(pages[i]);
+    const int64_t taken = take(s.window, count - i, pages + i);
+    s.pages.insert(s.pages.end(), pages + i, pages + i + taken);
+    i += taken;
   }
   return true;
 }
@@ -195,11 +198,17 @@ bool PageAllocator::release(uint64_t sequence, std::string &error) {
     error = "sequence " + std::to_string(sequence) + " holds no pages";
     return false;
   }
-  for (int32_t page : it->second.pages) {
-    freeBits_[page / 64] |= uint64_t(1) << (page % 64);
-    const int64_t w = windowOf(page);
-    firstFreeWord_[w] = std::min<int64_t>(firstFreeWord_[w], page / 64);
-    setFree(w, freeInWindow_[w] + 1);
+  // A sequence's pages come in runs from one window: each run moves its
+  // window's rank once, not once a page.
+  const std::vector<int32_t> &pages = it->second.pages;
+  for (size_t i = 0; i < pages.size();) {
+    const int64_t w = windowOf(pages[i]);
+    int64_t freed = 0;
+    for (; i < pages.size() && windowOf(pages[i]) == w; ++i, ++freed) {
+      freeBits_[pages[i] / 64] |= uint64_t(1) << (pages[i] % 64);
+      firstFreeWord_[w] = std::min<int64_t>(firstFreeWord_[w], pages[i] / 64);
+    }
+    setFree(w, freeInWindow_[w] + freed);
   }
   freePages_ += static_cast<int64_t>(it->second.pages.size());
   if (it->second.window >= 0)
@@ -212,10 +221,12 @@ int64_t PageAllocator::windowsOf(uint64_t sequence) const {
   const std::vector<int32_t> *pages = pagesOf(sequence);
   if (!pages)
     return 0;
+  // One entry per run of pages from one window (a sequence's pages mostly
+  // come so), then the distinct ones.
   std::vector<int64_t> windows;
-  windows.reserve(pages->size());
   for (int32_t page : *pages)
-    windows.push_back(windowOf(page));
+    if (windows.empty() || windows.back() != windowOf(page))
+      windows.push_back(windowOf(page));
   std::sort(windows.begin(), windows.end());
   return std::unique(windows.begin(), windows.end()) - windows.begin();
 }

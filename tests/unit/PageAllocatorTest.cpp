@@ -242,13 +242,18 @@ TEST_CASE("under a server's churn no slot is handed out twice and sequences stay
       list.allocate(s, 1);
     }
     // Every held slot once, and the free count the rest.
+    // And each sequence's windows counted as a set of them would count them.
     std::set<int32_t> held;
     int64_t count = 0;
-    for (uint64_t s : running)
+    for (uint64_t s : running) {
+      std::set<int32_t> windows;
       for (int32_t p : *a->pagesOf(s)) {
         ++count;
         held.insert(p);
+        windows.insert(p / static_cast<int32_t>(kPerWindow));
       }
+      REQUIRE(a->windowsOf(s) == static_cast<int64_t>(windows.size()));
+    }
     REQUIRE(static_cast<int64_t>(held.size()) == count);
     REQUIRE(a->freePages() == kPages - count);
   }
@@ -269,11 +274,11 @@ TEST_CASE("under a server's churn no slot is handed out twice and sequences stay
   CHECK(ours > 4 * theirs);
 }
 
-TEST_CASE("a window gives its lowest free slot, after slots below those it gave come back",
+TEST_CASE("a window gives its lowest free slots, after slots below those it gave come back",
           "[pages]") {
   // Windows of 200 slots from slot 40 (0-39, 40-239, 240-439, 440-499): each
   // spans words of the free bitmap that it shares with its neighbours. Pages
-  // are taken one at a time and given back at random; each page taken must be
+  // are taken 1-4 at a time and given back at random; each page taken must be
   // the lowest free slot of its window, as a scan from the window's start
   // would find it (take() starts from the first word that may hold one).
   const unsigned seed = GENERATE(1u, 2u);
@@ -297,18 +302,22 @@ TEST_CASE("a window gives its lowest free slot, after slots below those it gave 
       held.erase(held.begin() + static_cast<long>(i));
       continue;
     }
-    // A new sequence or one held already grows by a page.
+    // A new sequence or one held already grows by 1-4 pages (a request may
+    // take the rest of one window and go on in another): each page, in the
+    // order given, the lowest free slot of its window.
     const uint64_t s =
         held.empty() || rng() % 2 ? uint64_t(step) + 1000 : held[rng() % held.size()];
-    const int32_t page = take(*a, s, 1)[0];
-    REQUIRE(free.count(page) == 1);
-    for (int32_t lower : free) {
-      if (lower >= page)
-        break;
-      INFO("took " << page << " while " << lower << " of the same window was free");
-      REQUIRE(windowOf(lower) != windowOf(page));
+    const int64_t count = std::min<int64_t>(1 + rng() % 4, static_cast<int64_t>(free.size()));
+    for (int32_t page : take(*a, s, count)) {
+      REQUIRE(free.count(page) == 1);
+      for (int32_t lower : free) {
+        if (lower >= page)
+          break;
+        INFO("took " << page << " while " << lower << " of the same window was free");
+        REQUIRE(windowOf(lower) != windowOf(page));
+      }
+      free.erase(page);
     }
-    free.erase(page);
     if (std::find(held.begin(), held.end(), s) == held.end())
       held.push_back(s);
   }

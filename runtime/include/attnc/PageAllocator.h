@@ -92,8 +92,9 @@ private:
   int64_t windowOf(int32_t page) const;
   int32_t windowBegin(int64_t window) const;
   int32_t windowEnd(int64_t window) const;
-  /// The lowest free slot of `window` (which has one), marked taken.
-  int32_t take(int64_t window);
+  /// The lowest free slots of `window`, up to `count` of them (it has at
+  /// least one), marked taken and written to `pages`; how many.
+  int64_t take(int64_t window, int64_t count, int32_t *pages);
   /// The window's key in byFree_.
   std::tuple<bool, int64_t, int64_t> rank(int64_t window) const;
   void setFree(int64_t window, int64_t count);
