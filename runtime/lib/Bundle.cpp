@@ -65,6 +65,9 @@ std::string otherLayout(const char *name, size_t got, size_t want) {
 /// stderr: a program that is not in AOT-only mode would otherwise compile
 /// the bundle's kernels with NVRTC without a word. Returns `why`.
 std::string keepRefusal(std::string why) {
+  // One line, as the C API's messages: an entry's spec or arch may hold a
+  // control character.
+  why = printable(why, /*keepUtf8=*/true);
   std::fprintf(stderr, "attnc: warning: %s\n", why.c_str());
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

@@ -125,7 +125,12 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
   c.dtype = nullptr;
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()) == "call->dtype is NULL: the kernels take \"bf16\" or \"f16\"");
+  c.dtype = "bf\n16";
+  CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()) == "call->dtype = 'bf\\x0a16': the kernels take bf16 or f16");
   c.dtype = "f16";
+  CHECK(attnc_attention_spec(&c, "sm_9\r0a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("target = 'sm_9\\x0d0a': expected", 0) == 0);
   c.head_dim = 100;
   CHECK(attnc_attention_spec(&c, "sm_90a", buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).find("the tensors imply invalid spec: head_dim = 100") == 0);
@@ -258,6 +263,12 @@ TEST_CASE("the C API names what it cannot load as a bundle folder", "[capi]") {
   CHECK(attnc_bundle_load("/nonexistent/bundle", nullptr) == ATTNC_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(attnc_last_error()).rfind("/nonexistent/bundle/manifest.txt: cannot open", 0) ==
         0);
+  // The error is one line whatever the path holds: its control characters
+  // are written as \xNN, its UTF-8 kept.
+  CHECK(attnc_bundle_load("/nonexistent/a\nb\x1b[31m\xc3\xa9", nullptr) ==
+        ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error())
+            .rfind("/nonexistent/a\\x0ab\\x1b[31m\xc3\xa9/manifest.txt: cannot open", 0) == 0);
 }
 
 TEST_CASE("the C API registers a bundle compiled into the program or names why not", "[capi]") {
@@ -270,8 +281,21 @@ TEST_CASE("the C API registers a bundle compiled into the program or names why n
             " (regenerate it with this attnc's `attnc aot`); its kernels are not used");
   CHECK(attnc_bundle_register("capi-blank", &blank, 1, sizeof blank) ==
         ATTNC_ERROR_INVALID_ARGUMENT);
-  CHECK(std::string(attnc_last_error()).rfind(
-            "bundle capi-blank: its kernels take arguments of 0 bytes, this attnc passes ", 0) == 0);
+  const std::string blankError = attnc_last_error();
+  const std::string passes = "bundle capi-blank: its kernels take arguments of 0 bytes, this attnc passes ";
+  REQUIRE(blankError.rfind(passes, 0) == 0);
+  // An entry's spec is quoted on one line, its control characters as \xNN.
+  const unsigned char byte = 0;
+  attnc_bundle_entry odd{};
+  odd.spec = "head_dim=6\n4";
+  odd.arch = "sm_80";
+  odd.cubin = &byte;
+  odd.cubin_size = 1;
+  odd.threads = 128;
+  odd.params_bytes = std::stoul(blankError.substr(passes.size()));
+  CHECK(attnc_bundle_register("capi-odd", &odd, 1, sizeof odd) == ATTNC_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(attnc_last_error()).rfind("bundle capi-odd: entry 0 (head_dim=6\\x0a4): ", 0) ==
+        0);
   // A bundle of no kernels registers, and registering it again (the same
   // kernels: none) is the same bundle, not a clash; a failed call before it
   // leaves no stale message.

@@ -8,6 +8,7 @@
 
 #include "attnc/attnc.h"
 
+#include "attn/Printable.h"
 #include "attnc/Attention.h"
 #include "attnc/Bundle.h"
 #include "attnc/BundleFolder.h"
@@ -41,11 +42,16 @@ struct attnc_pages {
 namespace {
 
 attnc_status fail(attnc_status status, std::string message) {
-  // A C string ends at its first NUL: one quoted from a file (a manifest
-  // line) would cut the message short, so it is written as \0.
-  for (size_t at = message.find('\0'); at != std::string::npos; at = message.find('\0', at + 2))
-    message.replace(at, 1, "\\0");
-  cApiLastError() = std::move(message);
+  // One line, whatever the strings it quotes held (a path, a dtype, a
+  // manifest's field): a line end would split it, an escape sequence reach
+  // the terminal, and a NUL end the C string early, so control characters
+  // are written as \xNN (UTF-8 is kept). The one message of more lines is a
+  // compile failure's: the compiler's log follows its first line.
+  const size_t lineEnd = status == ATTNC_ERROR_COMPILE ? message.find('\n') : std::string::npos;
+  cApiLastError() = lineEnd == std::string::npos
+                        ? printable(message, /*keepUtf8=*/true)
+                        : printable(std::string_view(message).substr(0, lineEnd), true) +
+                              message.substr(lineEnd);
   return status;
 }
 
