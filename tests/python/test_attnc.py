@@ -875,7 +875,7 @@ class TestBundles(unittest.TestCase):
         manifest.write_bytes(manifest.read_bytes().replace(b"\nsm_80 ", b"\nsm_80\0 ", 1))
         with self.assertRaises(attnc.AttncError) as e:
             attnc.load_bundle(copy)
-        self.assertIn("architecture sm_80\\0 for a spec of target sm_80", str(e.exception))
+        self.assertIn("architecture sm_80\\x00 for a spec of target sm_80", str(e.exception))
 
     def test_a_corrupted_folder_is_refused_whole(self):
         copy = os.path.join(self.tmp, "corrupted")
