@@ -5,11 +5,13 @@
 #include "attnc/NewFile.h"
 
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <fcntl.h>
@@ -284,14 +286,21 @@ bool read(const std::string &path, Array &out, std::string &error) {
   return true;
 }
 
-bool writesThrough(const std::string &path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+namespace {
+/// Whether `path` lies under /dev or /proc, whose links (/dev/stdout,
+/// /proc/self/fd/1) name a process's open file, not a place to put one.
+bool systemPath(const std::string &path) {
+  return path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0;
 }
 
-std::string linkEnd(std::string path) {
+/// Follows the chain of symbolic links from `path` (up to 40, each relative
+/// one from its own folder) to its end; `system`, when given, says whether
+/// a step of it lies under /dev or /proc (where following stops).
+std::string follow(std::string path, bool *system) {
   char target[4096];
   for (int links = 0; links < 40; ++links) {
+    if (system && (*system = systemPath(path)))
+      break;
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
     if (n <= 0)
       break;
@@ -300,27 +309,35 @@ std::string linkEnd(std::string path) {
   }
   return path;
 }
+} // namespace
+
+std::string linkEnd(std::string path) { return follow(std::move(path), nullptr); }
+
+bool writesThrough(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return true; // a device, a pipe (or a folder, refused when opened)
+  // A link of /dev or /proc (/dev/stdout) on the way: the shell's open file,
+  // which may be appended to, is written, not replaced.
+  bool system = false;
+  follow(path, &system);
+  return system;
+}
 
 std::string writable(const std::string &path) {
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0; // following a link
   if (exists && S_ISDIR(st.st_mode))
     return "is a folder";
-  // What takes the write: a regular file is made beside its target and renamed
-  // onto it, so its folder; a device or a link is written in place, so the
-  // file it names, or, for a link to a file not made yet, that file's folder.
-  std::string file = path;
-  bool inPlace = false;
-  if (writesThrough(path)) {
-    inPlace = exists;
-    if (!inPlace)
-      file = linkEnd(path);
-  }
-  if (inPlace)
-    return ::access(file.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);
+  // What takes the write: a device or a pipe is written in place, so the
+  // file itself; a regular file (or none yet), a link's end included, is
+  // made beside itself and renamed onto it, so its folder.
+  if (writesThrough(path))
+    return ::access(path.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);
+  const std::string file = linkEnd(path);
   // A write-protected file is not replaced through the rename either (as
   // `attnc emit -o` refuses it): its protection is the user's.
-  if (exists && S_ISREG(st.st_mode) && ::access(file.c_str(), W_OK) != 0)
+  if (exists && ::access(file.c_str(), W_OK) != 0)
     return std::string("cannot write: ") + std::strerror(errno);
   std::string folder = llvm::sys::path::parent_path(file).str();
   if (folder.empty())
@@ -348,18 +365,70 @@ std::string encode(const Array &array) {
   return file;
 }
 
-/// "<path>.<what>.<pid>": this process's side file for `path`.
+/// "<path>.<what>.<pid>": this process's side file for `path`, in its
+/// folder (so that it can be renamed onto it). A name so long that the
+/// suffix would pass the system's limit on a name is shortened first.
 std::string sideFile(const std::string &path, const char *what) {
-  return path + "." + what + "." + std::to_string(::getpid());
+  const std::string suffix = std::string(".") + what + "." + std::to_string(::getpid());
+  const size_t slash = path.rfind('/'), start = slash == std::string::npos ? 0 : slash + 1;
+  constexpr size_t kNameMax = 255; // NAME_MAX of Linux's file systems
+  const size_t keep = std::min(path.size() - start, kNameMax - suffix.size());
+  return path.substr(0, start + keep) + suffix;
+}
+
+/// A finished side file, the file it replaces (a link's end) and the name
+/// the user gave for it.
+struct Move {
+  std::string side, target, named;
+};
+
+/// Moves each side file onto its target, in order; on a failure the side
+/// files not moved yet are removed and `error` names the target as given.
+bool moveIntoPlace(const std::vector<Move> &moves, std::string &error) {
+  for (size_t i = 0; i < moves.size(); ++i) {
+    if (std::rename(moves[i].side.c_str(), moves[i].target.c_str()) != 0) {
+      error = moves[i].named + ": cannot move the finished file into place: " +
+              std::strerror(errno);
+      for (size_t j = i; j < moves.size(); ++j) {
+        ::unlink(moves[j].side.c_str());
+        llvm::sys::DontRemoveFileOnSignal(moves[j].side);
+      }
+      return false;
+    }
+    llvm::sys::DontRemoveFileOnSignal(moves[i].side);
+  }
+  return true;
+}
+
+/// The descriptor this process already has open that `path` names
+/// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or -1.
+int openDescriptor(const std::string &path) {
+  if (path == "/dev/stdout")
+    return 1;
+  if (path == "/dev/stderr")
+    return 2;
+  for (const char *folder : {"/dev/fd/", "/proc/self/fd/"}) {
+    const size_t n = std::strlen(folder);
+    if (path.compare(0, n, folder) != 0 || path.size() == n || path.size() > n + 6 ||
+        path.find_first_not_of("0123456789", n) != std::string::npos)
+      continue;
+    return std::atoi(path.c_str() + n);
+  }
+  return -1;
 }
 
 /// Writes `bytes` to the file `path`, made anew (O_EXCL, not through a link;
 /// a file of that name left by a run that stopped is removed first) or, with
-/// `inPlace`, to the file `path` is (a link's target, a device). On failure
-/// nothing made here is left, and `error` names `named` and the reason.
+/// `inPlace`, to the file `path` is (a device, a pipe). A descriptor already
+/// open (/dev/stdout) is written as it is, so that a shell's `>>` appends.
+/// On failure nothing made here is left, and `error` names `named` and the
+/// reason.
 bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
                 const std::string &named, std::string &error) {
   auto open = [&] {
+    if (inPlace)
+      if (const int open = openDescriptor(path); open >= 0)
+        return ::fcntl(open, F_DUPFD_CLOEXEC, 0);
     return inPlace ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
                    : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                             0666);
@@ -384,21 +453,22 @@ bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
 bool writeFile(const std::string &path, const std::string &bytes, std::string &error) {
   if (writesThrough(path))
     return writeBytes(path, bytes, /*inPlace=*/true, path, error);
+  // A link's end is replaced, and the link kept.
+  const std::string target = linkEnd(path);
   // A write-protected file is not replaced through the rename either: its
   // protection is the user's.
-  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
+  if (::access(target.c_str(), F_OK) == 0 && ::access(target.c_str(), W_OK) != 0) {
     error = path + ": cannot write: " + std::strerror(errno);
     return false;
   }
-  const std::string side = sideFile(path, "tmp");
-  if (!writeBytes(side, bytes, /*inPlace=*/false, path, error))
-    return false;
-  if (std::rename(side.c_str(), path.c_str()) != 0) {
-    error = path + ": cannot move the finished file into place: " + std::strerror(errno);
-    ::unlink(side.c_str());
+  const std::string side = sideFile(target, "tmp");
+  // A signal (^C, a closed pipe) that stops the run removes it too.
+  llvm::sys::RemoveFileOnSignal(side);
+  if (!writeBytes(side, bytes, /*inPlace=*/false, path, error)) {
+    llvm::sys::DontRemoveFileOnSignal(side);
     return false;
   }
-  return true;
+  return moveIntoPlace({{side, target, path}}, error);
 }
 
 bool writeNew(const std::string &path, const std::string &bytes, std::string &error) {
@@ -410,33 +480,31 @@ bool write(const std::string &path, const Array &array, std::string &error) {
 }
 
 bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::string &error) {
-  std::vector<std::pair<std::string, std::string>> moves; // (side file, target), written so far
-  auto removeSides = [&](size_t from) {
-    for (size_t i = from; i < moves.size(); ++i)
-      ::unlink(moves[i].first.c_str());
+  std::vector<Move> moves; // written so far
+  auto removeSides = [&] {
+    for (const Move &move : moves) {
+      ::unlink(move.side.c_str());
+      llvm::sys::DontRemoveFileOnSignal(move.side);
+    }
   };
-  // The side files first, then the targets written through.
+  // The side files first (beside each link's end, which is replaced), then
+  // the targets written through.
   std::vector<const std::pair<std::string, Array> *> inPlace;
   for (const auto &file : files) {
     if (writesThrough(file.first)) {
       inPlace.push_back(&file);
       continue;
     }
-    const std::string side = sideFile(file.first, "pending");
+    const std::string target = linkEnd(file.first), side = sideFile(target, "pending");
+    llvm::sys::RemoveFileOnSignal(side); // a signal that stops the run removes it too
+    moves.push_back({side, target, file.first});
     if (!writeBytes(side, encode(file.second), /*inPlace=*/false, file.first, error))
-      return removeSides(0), false;
-    moves.push_back({side, file.first});
+      return removeSides(), false;
   }
   for (const auto *file : inPlace)
     if (!writeBytes(file->first, encode(file->second), /*inPlace=*/true, file->first, error))
-      return removeSides(0), false;
-  for (size_t i = 0; i < moves.size(); ++i)
-    if (std::rename(moves[i].first.c_str(), moves[i].second.c_str()) != 0) {
-      error = moves[i].second + ": cannot move the finished file into place: " +
-              std::strerror(errno);
-      return removeSides(i), false;
-    }
-  return true;
+      return removeSides(), false;
+  return moveIntoPlace(moves, error);
 }
 
 } // namespace attn::npy

@@ -49,18 +49,20 @@ Array arrayOf(std::vector<int64_t> shape, const std::vector<T> &values) {
 bool write(const std::string &path, const Array &array, std::string &error);
 
 /// Writes several arrays, all or none as far as the system allows: each to a
-/// side file of this process beside its target first, and only once every
-/// one is written do they take their targets' names (a failure removes them
-/// and leaves every target as it was). Targets that are not regular files
-/// (writesThrough) are written in place, after the side files.
+/// side file of this process beside its target (a link's end) first, and
+/// only once every one is written do they take their targets' names (a
+/// failure, or a signal that stops the run, removes them and leaves every
+/// target as it was). Targets that are not regular files (writesThrough)
+/// are written in place, after the side files.
 bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::string &error);
 
 /// Writes `bytes` to `path`, whole or not at all: a regular file, or none
 /// yet, through a side file of this process beside it (made anew: never an
 /// existing file, nor through a link) renamed onto it, so that a full disk
-/// or a stopped run leaves the old file as it was; what is not a regular
-/// file (writesThrough: a link, a device) in place. The error names `path`
-/// and the system's reason.
+/// or a stopped run leaves the old file as it was. Through a symbolic link,
+/// the file at the link's end is so replaced and the link kept; what is not
+/// a regular file (writesThrough: a device, a pipe) is written in place.
+/// The error names `path` and the system's reason.
 bool writeFile(const std::string &path, const std::string &bytes, std::string &error);
 
 /// Writes `bytes` to a new file `path` (in a folder of the caller's own: a
@@ -68,9 +70,10 @@ bool writeFile(const std::string &path, const std::string &bytes, std::string &e
 /// nothing is left, and the error names `path` and the system's reason.
 bool writeNew(const std::string &path, const std::string &bytes, std::string &error);
 
-/// True when `path` exists and is not a regular file (a link, a device such
-/// as /dev/stdout, a pipe): a file renamed onto it would replace it, so it is
-/// written in place.
+/// True when what `path` names (links followed) exists and is not a regular
+/// file (a device, a pipe), or a link on the way lies in /dev or /proc
+/// (/dev/stdout: the shell's open file, perhaps appended to): nothing can
+/// be renamed onto it, so it is written in place.
 bool writesThrough(const std::string &path);
 
 /// Where a chain of symbolic links ending at a file not made yet leads (up
