@@ -345,8 +345,26 @@ int aot(const AotOptions &o) {
   // per layer, would otherwise print a line for each of its thousands.
   constexpr int kShown = 20;
   int repeatedLines = 0;
+  // A spec list is short: a line of 4 KiB or a file of 16 MiB is something
+  // else (/dev/zero, /dev/urandom), said before it fills the memory.
+  constexpr size_t kMaxLine = 4096, kMaxFile = size_t(16) << 20;
+  size_t readBytes = 0;
   std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
+  auto nextLine = [&] { // std::getline, but one that stops past kMaxLine bytes
+    line.clear();
+    for (int c; (c = in.get()) != EOF;) {
+      if (c == '\n' || line.size() > kMaxLine)
+        return true;
+      line += static_cast<char>(c);
+    }
+    return !line.empty();
+  };
+  for (int number = 1; nextLine(); ++number) {
+    readBytes += line.size() + 1;
+    if (line.size() > kMaxLine || readBytes > kMaxFile)
+      return fail(o.specsFile + ":" + std::to_string(number) +
+                  (line.size() > kMaxLine ? ": a line over 4 KiB" : ": over 16 MiB of lines") +
+                  ": not a spec list");
     // A byte-order mark some editors put first is no part of the first spec.
     if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0)
       line = line.substr(3);
