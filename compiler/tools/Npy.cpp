@@ -165,7 +165,8 @@ private:
 };
 } // namespace
 
-bool read(const std::string &path, Array &out, std::string &error) {
+bool read(const std::string &path, Array &out, std::string &error, int64_t mostBytes,
+          const std::string &mostWhat) {
   struct stat st;
   const bool statted = ::stat(path.c_str(), &st) == 0;
   if (statted && S_ISDIR(st.st_mode)) {
@@ -261,6 +262,11 @@ bool read(const std::string &path, Array &out, std::string &error) {
     error = path + ": truncated: the shape " + out.shapeText() + " needs " +
             (overflow ? std::string("more than 2^63") : std::to_string(bytes)) + " bytes of data" +
             (regular ? ", the file holds " + std::to_string(available) : std::string());
+    return false;
+  }
+  if (bytes > mostBytes) {
+    error = path + ": the shape " + out.shapeText() + " holds " + std::to_string(bytes) +
+            " bytes of data" + mostWhat;
     return false;
   }
   // In pieces: a pipe's data is only counted as it comes (a regular file's

@@ -30,8 +30,11 @@ struct Array {
 
 const char *kindName(Kind k); ///< float32, float64, int32
 
-/// Reads `path`; on failure returns false and sets `error`.
-bool read(const std::string &path, Array &out, std::string &error);
+/// Reads `path`; on failure returns false and sets `error`. Data of more
+/// than `mostBytes` is refused before it is read, the error saying so and
+/// ending in `mostWhat` (e.g. ", more than half of this machine's 23.5 GiB").
+bool read(const std::string &path, Array &out, std::string &error,
+          int64_t mostBytes = INT64_MAX, const std::string &mostWhat = "");
 /// An f32 or f64 array of `shape` holding `values` (C order), for write().
 template <typename T>
 Array arrayOf(std::vector<int64_t> shape, const std::vector<T> &values) {

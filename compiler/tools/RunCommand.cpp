@@ -96,13 +96,23 @@ std::optional<Spec> cpuSpec(const std::string &text, const char *command, bool l
 
 namespace {
 
+std::string gib(double bytes) {
+  return llvm::formatv("{0:f1} GiB", bytes / double(1ull << 30)).str();
+}
+
 /// Reads an .npy input, checking its element type and rank.
 template <typename T>
 bool readInput(const std::string &path, const char *what, size_t rank, npy::Kind kind,
                npy::Array &array, std::string &error) {
   // numpy's way to the element type wanted, for a file that holds another.
   const std::string fix = std::string(" (numpy: a.astype(np.") + npy::kindName(kind) + "))";
-  if (!npy::read(path, array, error)) {
+  // An input of more than a quarter of the memory is refused before it is
+  // read: q has an output of its size, k a v of its size, and together they
+  // must fit in half (as inputsFit counts random inputs).
+  const MemoryLimit memory = usableMemory();
+  if (!npy::read(path, array, error, static_cast<int64_t>(memory.bytes / 4),
+                 ", more than a quarter of " + memory.what + " (" + gib(memory.bytes / 4) +
+                     "); use smaller inputs")) {
     const bool elementType = error.rfind(path + ": element type '", 0) == 0;
     error = std::string(what) + ": " + error;
     if (elementType)
@@ -264,7 +274,6 @@ std::string inputsFit(const Spec &spec, int64_t batch, int64_t kvHeads, int64_t 
   const MemoryLimit memory = usableMemory();
   if (!overflow && bytes <= memory.bytes / 2)
     return "";
-  auto gib = [](double b) { return llvm::formatv("{0:f1} GiB", b / double(1ull << 30)).str(); };
   return "--batch " + std::to_string(batch) + ", --num-kv-heads " + std::to_string(kvHeads) +
          ", --q-len " + std::to_string(qLen) + ", --kv-len " + std::to_string(kvLen) +
          ": the inputs and outputs need " +
