@@ -327,7 +327,9 @@ int trace(const TraceOptions &o) {
       files.push_back({folder + "/" + saved[i], arrays[i]});
     std::string error;
     if (makeFolder)
-      if (std::error_code ec = llvm::sys::fs::create_directory(folder, /*IgnoreExisting=*/false)) {
+      // As mkdir makes one: the umask decides (LLVM's default leaves others out).
+      if (std::error_code ec = llvm::sys::fs::create_directory(folder, /*IgnoreExisting=*/false,
+                                                               llvm::sys::fs::all_all)) {
         llvm::errs() << "attnc trace: cannot make " << folder << ": " << ec.message() << "\n";
         return 1;
       }
