@@ -73,8 +73,10 @@ bool holdsOnlyBundleFiles(const std::string &dir, std::string &why, bool complet
 
 /// Prints "attnc COMMAND: MESSAGE" on stderr, after what the command printed
 /// on stdout so far (so that the two read in order when both go to one
-/// file), and returns the exit status 1.
-int commandError(const char *command, const std::string &message);
+/// file), and returns the exit status 1. The message is one line whatever
+/// the names it quotes hold: control characters are written as \xNN. A
+/// compiler's `log`, if any, follows on the lines after it as it is.
+int commandError(const char *command, const std::string &message, const std::string &log = "");
 
 /// The attention work past which a CPU run (attnc run, explain's
 /// measurement) notes that it may take minutes (about 20 s on one core of

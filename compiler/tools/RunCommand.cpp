@@ -9,6 +9,7 @@
 #include "Commands.h"
 #include "Npy.h"
 
+#include "attn/Printable.h"
 #include "attnc/CpuBackend.h"
 #include "reference/Harness.h"
 #ifdef ATTNC_HAVE_NVRTC
@@ -60,9 +61,11 @@ std::optional<std::string> fieldValue(const std::string &text, const std::string
   return std::nullopt;
 }
 
-int commandError(const char *command, const std::string &message) {
+int commandError(const char *command, const std::string &message, const std::string &log) {
   llvm::outs().flush();
-  llvm::errs() << "attnc " << command << ": " << message << "\n";
+  llvm::errs() << "attnc " << command << ": " << printable(message, /*keepUtf8=*/true) << "\n";
+  if (!log.empty())
+    llvm::errs() << log << "\n";
   return 1;
 }
 
@@ -736,8 +739,11 @@ int runGpu(const RunOptions &o) {
     return fail(bad);
 
   KernelLookup k = rt->kernel(spec);
-  if (!k)
-    return fail(k.error);
+  if (!k) { // a compile failure's first line is the runtime's, the lines after it NVRTC's log
+    const size_t lineEnd = std::min(k.error.find('\n'), k.error.size());
+    return commandError("run", k.error.substr(0, lineEnd),
+                        lineEnd < k.error.size() ? k.error.substr(lineEnd + 1) : "");
+  }
   llvm::outs() << "spec " << spec.str() << "\nkernel for " << rt->deviceName() << " (" << rt->arch()
                << ") from " << name(k.source) << " in " << llvm::format("%.3f", k.seconds)
                << " s\n";

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "attn/AttnDialect.h"
+#include "attn/Printable.h"
 #include "attnc/EmitCuda.h"
 #ifdef ATTNC_HAVE_NVRTC
 #include "attnc/KernelCache.h"
@@ -363,11 +364,31 @@ static std::string errorPrefix() {
   return "attnc: ";
 }
 
+/// One error line of the command: `ErrorLine() << "cannot write " << path;`
+/// prints errorPrefix() and the text when the statement ends, the control
+/// characters of the names it quotes written as \xNN (a path's line end
+/// would split the line, an escape sequence reach the terminal).
+class ErrorLine {
+public:
+  template <typename T> ErrorLine &operator<<(const T &value) {
+    os_ << value;
+    return *this;
+  }
+  ~ErrorLine() {
+    llvm::StringRef line(text_);
+    llvm::errs() << errorPrefix() << attn::printable(line.rtrim('\n'), /*keepUtf8=*/true) << "\n";
+  }
+
+private:
+  std::string text_;
+  llvm::raw_string_ostream os_{text_};
+};
+
 /// Reads --spec, printing the error and returning nothing when it is invalid.
 static std::optional<attn::Spec> readSpec() {
   attn::SpecResult result = attn::parseSpec(specText);
   if (!result) {
-    llvm::errs() << errorPrefix() << result.error->message() << "\n";
+    ErrorLine() << result.error->message() << "\n";
     return std::nullopt;
   }
   return result.spec;
@@ -403,7 +424,7 @@ static int runSpec() {
 static int keepOutput(llvm::ToolOutputFile &output) {
   output.os().flush();
   if (std::error_code ec = output.os().error()) {
-    llvm::errs() << errorPrefix() << "cannot write "
+    ErrorLine() << "cannot write "
                  << (outputFile == "-" ? std::string("the standard output") : outputFile.getValue())
                  << ": " << ec.message() << "\n";
     output.os().clear_error(); // reported here, not again when the stream closes
@@ -421,12 +442,12 @@ static int runEmit() {
     // the spec with this target is the spec's own message, below).
     if (auto own = attn::cli::fieldValue(specText, "target");
         own && !own->empty() && *own != t) {
-      llvm::errs() << errorPrefix() << "--target " << t << " and the spec's target = " << *own
+      ErrorLine() << "--target " << t << " and the spec's target = " << *own
                    << ": give the target once\n";
       return 1;
     }
     if (t != "sm_80" && t != "sm_90a" && t != "cpu") {
-      llvm::errs() << errorPrefix() << "--target " << t << ": expected sm_80, sm_90a or cpu"
+      ErrorLine() << "--target " << t << ": expected sm_80, sm_90a or cpu"
                    << (t == "gpu" ? " (emit names an architecture; `attnc run --target gpu` "
                                     "runs on the GPU found)"
                                   : "")
@@ -448,7 +469,7 @@ static int runEmit() {
   if (targetNamed && !::stage.getNumOccurrences() && spec->isGPU())
     stage = "cuda";
   if (stage == "cuda" && plainNames) {
-    llvm::errs() << errorPrefix() << "--plain-names numbers the IR's values; --stage cuda prints CUDA, "
+    ErrorLine() << "--plain-names numbers the IR's values; --stage cuda prints CUDA, "
                     "which has none to number\n";
     return 1;
   }
@@ -456,11 +477,8 @@ static int runEmit() {
   const bool knownStage = stage == "textbook" || stage == "final" || stage == "cuda" ||
                           llvm::is_contained(passes, stage);
   if (!knownStage) {
-    llvm::errs() << errorPrefix() << "unknown --stage '" << stage
-                 << "': expected textbook, final, cuda or one of";
-    for (const auto &p : passes)
-      llvm::errs() << " " << p;
-    llvm::errs() << "\n";
+    ErrorLine() << "unknown --stage '" << stage
+                << "': expected textbook, final, cuda or one of " << llvm::join(passes, " ");
     return 1;
   }
 
@@ -485,7 +503,7 @@ static int runEmit() {
                           /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
                           /*printAfterOnlyOnFailure=*/false, llvm::outs(), flags);
     if (failed(pm.run(*module))) {
-      llvm::errs() << errorPrefix() << "the pipeline failed on " << spec->str() << "\n";
+      ErrorLine() << "the pipeline failed on " << spec->str() << "\n";
       return 1;
     }
   }
@@ -496,7 +514,7 @@ static int runEmit() {
     std::string error;
     attn::CudaLaunchShape shape;
     if (!attn::emitCuda(*module, *spec, text, shape, error)) {
-      llvm::errs() << errorPrefix() << "cannot emit CUDA for " << spec->str() << ": " << error << "\n";
+      ErrorLine() << "cannot emit CUDA for " << spec->str() << ": " << error << "\n";
       return 1;
     }
   } else if (!printAfterAll || outputFile != "-") {
@@ -508,14 +526,14 @@ static int runEmit() {
   if (outputFile != "-") {
     // Whole or not at all: a full disk or a stopped run leaves the old file.
     if (!attn::npy::writeFile(outputFile, text, error)) {
-      llvm::errs() << errorPrefix() << error << "\n";
+      ErrorLine() << error << "\n";
       return 1;
     }
     return 0;
   }
   auto output = openOutputFile(outputFile, &error);
   if (!output) {
-    llvm::errs() << errorPrefix() << "cannot write " << outputFile << ": " << error << "\n";
+    ErrorLine() << "cannot write " << outputFile << ": " << error << "\n";
     return 1;
   }
   output->os() << text;
@@ -606,7 +624,7 @@ static int runCommand() {
                                      &outputFile, &aotSpecs, &aotOutput, &aotVerify, &aotName,
                                      &tuneFile, &tuneCandidates, &traceSave})
     if (path->getNumOccurrences() && path->empty()) {
-      llvm::errs() << errorPrefix() << flagName(path->ArgStr) << " is empty: it needs a "
+      ErrorLine() << flagName(path->ArgStr) << " is empty: it needs a "
                    << (path->ValueStr.empty() ? "value" : path->ValueStr) << "\n";
       return 1;
     }
