@@ -211,14 +211,15 @@ void removeStoppedRunsFolders(const std::string &output) {
         !holdsOnlyBundleFiles(it->path(), why, /*complete=*/!temporary))
       continue; // its writer may still run, or it is not ours
     if (old) {
-      llvm::errs() << "attnc aot: note: " << it->path()
-                   << " holds the bundle a stopped run had moved aside"
-                   << (llvm::sys::fs::exists(output) ? "" : " (" + output + " is missing)")
-                   << "; kept: move it back or remove it\n";
+      ErrorLine("attnc aot: ") << "note: " << it->path()
+                               << " holds the bundle a stopped run had moved aside"
+                               << (llvm::sys::fs::exists(output) ? ""
+                                                                 : " (" + output + " is missing)")
+                               << "; kept: move it back or remove it\n";
       continue;
     }
     if (!llvm::sys::fs::remove_directories(it->path(), /*IgnoreErrors=*/false))
-      llvm::errs() << "attnc aot: removed " << it->path() << ", left by a run that was stopped\n";
+      ErrorLine("attnc aot: ") << "removed " << it->path() << ", left by a run that was stopped\n";
   }
 }
 
@@ -397,9 +398,9 @@ int aot(const AotOptions &o) {
       job.arch = name(r.spec->target);
       job.line = number;
       if (named && o.archsGiven && std::find(archs.begin(), archs.end(), job.arch) == archs.end())
-        llvm::errs() << "attnc aot: " << where << "note: the line names target = " << job.arch
-                     << ", not in --arch " << o.archs << ": built for " << job.arch
-                     << ", as the line says\n";
+        ErrorLine("attnc aot: ") << where << "note: the line names target = " << job.arch
+                                 << ", not in --arch " << o.archs << ": built for " << job.arch
+                                 << ", as the line says\n";
       const auto earlier = std::find_if(jobs.begin(), jobs.end(), [&](const Job &j) {
         return j.spec == job.spec && j.arch == job.arch;
       });
@@ -412,10 +413,11 @@ int aot(const AotOptions &o) {
         Spec other = j.spec;
         other.tile_q = job.spec.tile_q;
         if (!dup && job.spec.mode == Mode::Decode && j.arch == job.arch && other == job.spec) {
-          llvm::errs() << "attnc aot: " << where << "note: for " << job.arch << ", line "
-                       << j.line << "'s decode kernel with tile_q = " << job.spec.tile_q
-                       << ": the same code, which the runtime serves for every tile_q from "
-                       << "either (one line suffices)\n";
+          ErrorLine("attnc aot: ")
+              << where << "note: for " << job.arch << ", line " << j.line
+              << "'s decode kernel with tile_q = " << job.spec.tile_q
+              << ": the same code, which the runtime serves for every tile_q from "
+              << "either (one line suffices)\n";
           break;
         }
       }
@@ -452,15 +454,16 @@ int aot(const AotOptions &o) {
     badLineOf.resize(bad.size(), badLines);
   }
   if (repeatedLines > kShown)
-    llvm::errs() << "attnc aot: note: ... and " << counted(repeatedLines - kShown, "more line")
-                 << " with the spec of an earlier one (" << repeatedLines
-                 << " in all; each kernel is built once)\n";
+    ErrorLine("attnc aot: ") << "note: ... and " << counted(repeatedLines - kShown, "more line")
+                             << " with the spec of an earlier one (" << repeatedLines
+                             << " in all; each kernel is built once)\n";
   for (size_t i = 0; i < bad.size() && badLineOf[i] <= kShown; ++i)
     llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << bad[i] << "\n";
   if (badLines > kShown)
-    llvm::errs() << "attnc aot: ... and " << counted(badLines - kShown, "more bad line")
-                 << " (" << badLines << " in all"
-                 << (jobs.empty() ? "; is " + o.specsFile + " a spec list?)" : ")") << "\n";
+    ErrorLine("attnc aot: ") << "... and " << counted(badLines - kShown, "more bad line") << " ("
+                             << badLines << " in all"
+                             << (jobs.empty() ? "; is " + o.specsFile + " a spec list?)" : ")")
+                             << "\n";
   if (!bad.empty() && !o.skipBad)
     return fail(counted(badLines, "bad line") + "; nothing compiled or written (--skip-bad compiles the others)");
   if (jobs.empty())
@@ -469,12 +472,13 @@ int aot(const AotOptions &o) {
   // lines): an architecture of --arch that gets no kernel at all is said.
   for (const std::string &arch : archs)
     if (std::none_of(jobs.begin(), jobs.end(), [&](const Job &j) { return j.arch == arch; }))
-      llvm::errs() << "attnc aot: note: no kernel for " << arch << " (of --arch " << o.archs
-                   << "): no line builds one"
-                   << (bad.empty() ? " (a line that names its target is built for that one "
-                                     "only; leave target out to build for each of --arch)"
-                                   : " (lines were skipped)")
-                   << "\n";
+      ErrorLine("attnc aot: ") << "note: no kernel for " << arch << " (of --arch " << o.archs
+                               << "): no line builds one"
+                               << (bad.empty()
+                                       ? " (a line that names its target is built for that one "
+                                         "only; leave target out to build for each of --arch)"
+                                       : " (lines were skipped)")
+                               << "\n";
   const std::string named = dest == o.output ? o.output : o.output + " (" + dest + ")";
   const bool existed = llvm::sys::fs::exists(dest);
   if (existed) {
@@ -648,8 +652,8 @@ int aot(const AotOptions &o) {
   }
   if (replacing)
     if (std::error_code ec = llvm::sys::fs::remove_directories(old, /*IgnoreErrors=*/false))
-      llvm::errs() << "attnc aot: warning: the old bundle, moved to " << old
-                   << ", could not be removed (" << ec.message() << "): remove it\n";
+      ErrorLine("attnc aot: ") << "warning: the old bundle, moved to " << old
+                               << ", could not be removed (" << ec.message() << "): remove it\n";
   llvm::outs() << "bundle '" << bundleName << "': " << counted(int64_t(jobs.size()), "kernel")
                << " compiled in " << llvm::format("%.1f", seconds) << " s with "
                << counted(workers, "worker") << " -> "

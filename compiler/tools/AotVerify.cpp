@@ -311,11 +311,11 @@ int verifyBundle(const std::string &dir) {
                 ": verify it with the attnc that built it");
   int problems = 0, notes = 0;
   auto problem = [&](const std::string &where, const std::string &what) {
-    llvm::errs() << "attnc aot: " << where << what << "\n";
+    ErrorLine("attnc aot: ") << where << what << "\n";
     ++problems;
   };
   auto note = [&](const std::string &where, const std::string &what) {
-    llvm::errs() << "attnc aot: note: " << where << what << "\n";
+    ErrorLine("attnc aot: ") << "note: " << where << what << "\n";
     ++notes;
   };
   // The kernel lines with their numbers; how many there are is said first

@@ -5,9 +5,12 @@
 
 #include "attn/Spec.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace attn::cli {
 
@@ -70,6 +73,27 @@ int verifyBundle(const std::string &dir);
 /// it (the folders `aot --force` replaces); else `why` names what else.
 /// Not `complete` (a run stopped as it wrote them), files may be cut short.
 bool holdsOnlyBundleFiles(const std::string &dir, std::string &why, bool complete);
+
+/// One error line: `ErrorLine("attnc trace: ") << "cannot make " << folder;`
+/// prints the prefix and the text on stderr when the statement ends (after
+/// what the command printed on stdout so far), the control characters of
+/// the names it quotes written as \xNN: a path's line end would split the
+/// line, an escape sequence reach the terminal.
+class ErrorLine {
+public:
+  explicit ErrorLine(std::string prefix) : prefix_(std::move(prefix)) {}
+  ErrorLine(const ErrorLine &) = delete;
+  ErrorLine &operator=(const ErrorLine &) = delete;
+  template <typename T> ErrorLine &operator<<(const T &value) {
+    os_ << value;
+    return *this;
+  }
+  ~ErrorLine();
+
+private:
+  std::string prefix_, text_;
+  llvm::raw_string_ostream os_{text_};
+};
 
 /// Prints "attnc COMMAND: MESSAGE" on stderr, after what the command printed
 /// on stdout so far (so that the two read in order when both go to one

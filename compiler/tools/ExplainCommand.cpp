@@ -255,12 +255,12 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
   // Both sides compute in T, summing over N keys in different orders.
   const double bound = std::is_same_v<T, double> ? 1e-9 : 1e-4;
   if (std::string why = cpuScratchFits(cpu); !why.empty()) {
-    llvm::errs() << "attnc explain: not measured: " << why << " (--model-only: the model alone)\n";
+    ErrorLine("attnc explain: ") << "not measured: " << why << " (--model-only: the model alone)\n";
     return 1;
   }
   auto kernel = CpuKernel::compile(cpu);
   if (!kernel) {
-    llvm::errs() << "attnc explain: " << llvm::toString(kernel.takeError()) << "\n";
+    ErrorLine("attnc explain: ") << llvm::toString(kernel.takeError()) << "\n";
     return 1;
   }
   llvm::outs() << "\nMeasured on this CPU (" << cpu.str() << "): peak memory added by one "
@@ -279,7 +279,7 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
     a.scale = 1.0;
     a.out = out.data();
     if (llvm::Error err = (*kernel)->run(a)) {
-      llvm::errs() << "attnc explain: " << llvm::toString(std::move(err)) << "\n";
+      ErrorLine("attnc explain: ") << llvm::toString(std::move(err)) << "\n";
       return 1;
     }
   }
@@ -324,7 +324,7 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
     llvm::Error err = llvm::Error::success();
     int64_t gen = measurePeak([&] { err = (*kernel)->run(a); });
     if (err) {
-      llvm::errs() << "attnc explain: " << llvm::toString(std::move(err)) << "\n";
+      ErrorLine("attnc explain: ") << llvm::toString(std::move(err)) << "\n";
       return 1;
     }
     // The two outputs must agree (relative to the largest output element);
@@ -370,13 +370,13 @@ int measure(const Spec &cpu, const std::vector<int64_t> &lengths) {
 int explain(const ExplainOptions &o) {
   SpecResult parsed = parseSpec(o.spec);
   if (!parsed) {
-    llvm::errs() << "attnc explain: " << parsed.error->message() << "\n";
+    ErrorLine("attnc explain: ") << parsed.error->message() << "\n";
     return 1;
   }
   const Spec spec = *parsed.spec;
   std::vector<int64_t> lengths;
   if (o.lengths.empty() || o.lengths.back() == ',') {
-    llvm::errs() << "attnc explain: --lengths: '' is not a length in 1..1048576\n";
+    ErrorLine("attnc explain: ") << "--lengths: '' is not a length in 1..1048576\n";
     return 1;
   }
   {
@@ -390,8 +390,8 @@ int explain(const ExplainOptions &o) {
                           llvm::all_of(item, [](char c) { return llvm::isDigit(c); });
       const long long n = digits ? std::strtoll(item.c_str(), nullptr, 10) : 0;
       if (n < 1 || n > (1 << 20)) {
-        llvm::errs() << "attnc explain: --lengths: '" << item
-                     << "' is not a length in 1..1048576\n";
+        ErrorLine("attnc explain: ")
+            << "--lengths: '" << item << "' is not a length in 1..1048576\n";
         return 1;
       }
       lengths.push_back(n);
@@ -401,10 +401,10 @@ int explain(const ExplainOptions &o) {
     // A decode step's query tokens are among the sequence's keys (as attnc run and trace say).
     for (int64_t n : lengths)
       if (n < spec.tile_q) {
-        llvm::errs() << "attnc explain: --lengths: " << counted(n, "key") << (n == 1 ? " is" : " are")
-                     << " fewer than the decode "
-                     << "spec's tile_q = " << spec.tile_q
-                     << " query tokens (each token is one of the keys)\n";
+        ErrorLine("attnc explain: ") << "--lengths: " << counted(n, "key")
+                                     << (n == 1 ? " is" : " are") << " fewer than the decode "
+                                     << "spec's tile_q = " << spec.tile_q
+                                     << " query tokens (each token is one of the keys)\n";
         return 1;
       }
     explainDecode(spec, lengths);
@@ -491,7 +491,7 @@ int explain(const ExplainOptions &o) {
   cpu.stages = kStagesAuto; // GPU-only fields
   cpu.mma = MmaKind::Auto;
   if (auto e = validateSpec(cpu)) {
-    llvm::errs() << "attnc explain: cannot measure on the CPU: " << e->message() << "\n";
+    ErrorLine("attnc explain: ") << "cannot measure on the CPU: " << e->message() << "\n";
     return 1;
   }
   return cpu.dtype == DType::F64 ? measure<double>(cpu, lengths) : measure<float>(cpu, lengths);

@@ -61,9 +61,14 @@ std::optional<std::string> fieldValue(const std::string &text, const std::string
   return std::nullopt;
 }
 
-int commandError(const char *command, const std::string &message, const std::string &log) {
+ErrorLine::~ErrorLine() {
   llvm::outs().flush();
-  llvm::errs() << "attnc " << command << ": " << printable(message, /*keepUtf8=*/true) << "\n";
+  llvm::errs() << prefix_ << printable(llvm::StringRef(text_).rtrim('\n'), /*keepUtf8=*/true)
+               << "\n";
+}
+
+int commandError(const char *command, const std::string &message, const std::string &log) {
+  ErrorLine(std::string("attnc ") + command + ": ") << message;
   if (!log.empty())
     llvm::errs() << log << "\n";
   return 1;
@@ -616,7 +621,7 @@ int finish(const RunOptions &o, const harness::Batch<T> &batch, const harness::E
         llvm::outs() << note << "\n";
     if (saving) {
       llvm::outs().flush(); // the verdict first, where both go to one place
-      llvm::errs() << "attnc run: nothing written to --out / --lse: the run failed its check\n";
+      ErrorLine("attnc run: ") << "nothing written to --out / --lse: the run failed its check\n";
     }
     return rc;
   }

@@ -26,8 +26,8 @@ int trace(const TraceOptions &o) {
   // below (f64 among them) make it fail for a field the user did not write.
   const std::optional<std::string> target = fieldValue(o.spec, "target");
   if (target && !target->empty() && *target != "cpu") {
-    llvm::errs() << "attnc trace: the spec says target = " << *target
-                 << ", but traces run on the CPU (target = cpu)\n";
+    ErrorLine("attnc trace: ") << "the spec says target = " << *target
+                               << ", but traces run on the CPU (target = cpu)\n";
     return 1;
   }
   // --save-inputs: a folder, made at the end if it is not there yet (its
@@ -39,7 +39,7 @@ int trace(const TraceOptions &o) {
     folder.pop_back();
   if (!folder.empty()) {
     auto refuse = [&](const std::string &what) {
-      llvm::errs() << "attnc trace: --save-inputs " << what << "\n";
+      ErrorLine("attnc trace: ") << "--save-inputs " << what << "\n";
       return 1;
     };
     llvm::sys::fs::file_status status;
@@ -62,16 +62,17 @@ int trace(const TraceOptions &o) {
     }
   }
   if (o.row < -1) {
-    llvm::errs() << "attnc trace: --row " << o.row
-                 << " is not a query row (rows count from 0; -1, the default, is the last)\n";
+    ErrorLine("attnc trace: ")
+        << "--row " << o.row
+        << " is not a query row (rows count from 0; -1, the default, is the last)\n";
     return 1;
   }
   // Traces run in f64: a spec that names another dtype is told so first (the
   // CPU target's own dtype check would name f32 as well).
   if (std::optional<std::string> dtype = fieldValue(o.spec, "dtype");
       dtype && (*dtype == "f16" || *dtype == "bf16" || *dtype == "f32")) {
-    llvm::errs() << "attnc trace: dtype = " << *dtype
-                 << ": traces run in f64 (leave dtype out, or dtype=f64)\n";
+    ErrorLine("attnc trace: ") << "dtype = " << *dtype
+                               << ": traces run in f64 (leave dtype out, or dtype=f64)\n";
     return 1;
   }
   // Small tiles by default, so that there are tiles to watch.
@@ -88,15 +89,15 @@ int trace(const TraceOptions &o) {
   if (!spec)
     return 1;
   if (spec->dtype != DType::F64) {
-    llvm::errs() << "attnc trace: traces run in f64 (dtype=f64)\n";
+    ErrorLine("attnc trace: ") << "traces run in f64 (dtype=f64)\n";
     return 1;
   }
   if (o.kvLen < 1 || o.kvLen > 4096) {
-    llvm::errs() << "attnc trace: --kv-len must be in 1..4096\n";
+    ErrorLine("attnc trace: ") << "--kv-len must be in 1..4096\n";
     return 1;
   }
   if (std::string why = cpuScratchFits(*spec); !why.empty()) {
-    llvm::errs() << "attnc trace: " << why << "\n";
+    ErrorLine("attnc trace: ") << why << "\n";
     return 1;
   }
   const int64_t n = o.kvLen, d = spec->head_dim, bc = spec->tile_kv;
@@ -104,14 +105,15 @@ int trace(const TraceOptions &o) {
   // step's draft tokens): the last tile_q positions of the sequence.
   const int64_t qLen = spec->mode == Mode::Decode ? spec->tile_q : n;
   if (qLen > n) {
-    llvm::errs() << "attnc trace: the decode spec's tile_q = " << qLen << " query tokens are "
-                 << "more than --kv-len " << n << " keys (each token is one of the keys)\n";
+    ErrorLine("attnc trace: ") << "the decode spec's tile_q = " << qLen << " query tokens are "
+                               << "more than --kv-len " << n
+                               << " keys (each token is one of the keys)\n";
     return 1;
   }
   const int64_t row = o.row < 0 ? qLen - 1 : o.row;
   if (row >= qLen) {
-    llvm::errs() << "attnc trace: --row " << row << " is past the " << counted(qLen, "query row")
-                 << "\n";
+    ErrorLine("attnc trace: ") << "--row " << row << " is past the " << counted(qLen, "query row")
+                               << "\n";
     return 1;
   }
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
@@ -298,11 +300,11 @@ int trace(const TraceOptions &o) {
   // The generated kernel on the same input must give the table's last row.
   auto kernel = CpuKernel::compile(*spec);
   if (!kernel) {
-    llvm::errs() << "attnc trace: " << llvm::toString(kernel.takeError()) << "\n";
+    ErrorLine("attnc trace: ") << llvm::toString(kernel.takeError()) << "\n";
     return 1;
   }
   if (llvm::Error err = (*kernel)->run(harness::argsFor(batch, 0, scale, splits, out.data(), lse.data()))) {
-    llvm::errs() << "attnc trace: " << llvm::toString(std::move(err)) << "\n";
+    ErrorLine("attnc trace: ") << llvm::toString(std::move(err)) << "\n";
     return 1;
   }
   double diff = 0;
@@ -330,14 +332,14 @@ int trace(const TraceOptions &o) {
       // As mkdir makes one: the umask decides (LLVM's default leaves others out).
       if (std::error_code ec = llvm::sys::fs::create_directory(folder, /*IgnoreExisting=*/false,
                                                                llvm::sys::fs::all_all)) {
-        llvm::errs() << "attnc trace: cannot make " << folder << ": " << ec.message() << "\n";
+        ErrorLine("attnc trace: ") << "cannot make " << folder << ": " << ec.message() << "\n";
         return 1;
       }
     // The four files together or none of them (a set from two traces would not agree).
     if (!npy::writeAll(files, error)) {
       if (makeFolder)
         llvm::sys::fs::remove(folder); // made here, and empty again
-      llvm::errs() << "attnc trace: " << error << " (nothing written)\n";
+      ErrorLine("attnc trace: ") << error << " (nothing written)\n";
       return 1;
     }
     llvm::outs() << "inputs written to " << folder << ": q.npy [" << qLen << ", " << d

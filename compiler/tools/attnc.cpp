@@ -38,6 +38,7 @@
 #include <type_traits>
 
 using namespace mlir;
+using attn::cli::ErrorLine;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory attncCategory("attnc options");
@@ -364,31 +365,11 @@ static std::string errorPrefix() {
   return "attnc: ";
 }
 
-/// One error line of the command: `ErrorLine() << "cannot write " << path;`
-/// prints errorPrefix() and the text when the statement ends, the control
-/// characters of the names it quotes written as \xNN (a path's line end
-/// would split the line, an escape sequence reach the terminal).
-class ErrorLine {
-public:
-  template <typename T> ErrorLine &operator<<(const T &value) {
-    os_ << value;
-    return *this;
-  }
-  ~ErrorLine() {
-    llvm::StringRef line(text_);
-    llvm::errs() << errorPrefix() << attn::printable(line.rtrim('\n'), /*keepUtf8=*/true) << "\n";
-  }
-
-private:
-  std::string text_;
-  llvm::raw_string_ostream os_{text_};
-};
-
 /// Reads --spec, printing the error and returning nothing when it is invalid.
 static std::optional<attn::Spec> readSpec() {
   attn::SpecResult result = attn::parseSpec(specText);
   if (!result) {
-    ErrorLine() << result.error->message() << "\n";
+    ErrorLine(errorPrefix()) << result.error->message() << "\n";
     return std::nullopt;
   }
   return result.spec;
@@ -424,9 +405,10 @@ static int runSpec() {
 static int keepOutput(llvm::ToolOutputFile &output) {
   output.os().flush();
   if (std::error_code ec = output.os().error()) {
-    ErrorLine() << "cannot write "
-                 << (outputFile == "-" ? std::string("the standard output") : outputFile.getValue())
-                 << ": " << ec.message() << "\n";
+    ErrorLine(errorPrefix()) << "cannot write "
+                             << (outputFile == "-" ? std::string("the standard output")
+                                                   : outputFile.getValue())
+                             << ": " << ec.message() << "\n";
     output.os().clear_error(); // reported here, not again when the stream closes
     return 1;
   }
@@ -442,16 +424,17 @@ static int runEmit() {
     // the spec with this target is the spec's own message, below).
     if (auto own = attn::cli::fieldValue(specText, "target");
         own && !own->empty() && *own != t) {
-      ErrorLine() << "--target " << t << " and the spec's target = " << *own
-                   << ": give the target once\n";
+      ErrorLine(errorPrefix()) << "--target " << t << " and the spec's target = " << *own
+                               << ": give the target once\n";
       return 1;
     }
     if (t != "sm_80" && t != "sm_90a" && t != "cpu") {
-      ErrorLine() << "--target " << t << ": expected sm_80, sm_90a or cpu"
-                   << (t == "gpu" ? " (emit names an architecture; `attnc run --target gpu` "
-                                    "runs on the GPU found)"
-                                  : "")
-                   << "\n";
+      ErrorLine(errorPrefix()) << "--target " << t << ": expected sm_80, sm_90a or cpu"
+                               << (t == "gpu"
+                                       ? " (emit names an architecture; `attnc run --target gpu` "
+                                         "runs on the GPU found)"
+                                       : "")
+                               << "\n";
       return 1;
     }
     if (!attn::cli::mentions(specText, "target"))
@@ -469,16 +452,17 @@ static int runEmit() {
   if (targetNamed && !::stage.getNumOccurrences() && spec->isGPU())
     stage = "cuda";
   if (stage == "cuda" && plainNames) {
-    ErrorLine() << "--plain-names numbers the IR's values; --stage cuda prints CUDA, "
-                    "which has none to number\n";
+    ErrorLine(errorPrefix()) << "--plain-names numbers the IR's values; --stage cuda prints CUDA, "
+                                "which has none to number\n";
     return 1;
   }
   const auto &passes = attn::pipelinePassNames();
   const bool knownStage = stage == "textbook" || stage == "final" || stage == "cuda" ||
                           llvm::is_contained(passes, stage);
   if (!knownStage) {
-    ErrorLine() << "unknown --stage '" << stage
-                << "': expected textbook, final, cuda or one of " << llvm::join(passes, " ");
+    ErrorLine(errorPrefix()) << "unknown --stage '" << stage
+                             << "': expected textbook, final, cuda or one of "
+                             << llvm::join(passes, " ");
     return 1;
   }
 
@@ -503,7 +487,7 @@ static int runEmit() {
                           /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
                           /*printAfterOnlyOnFailure=*/false, llvm::outs(), flags);
     if (failed(pm.run(*module))) {
-      ErrorLine() << "the pipeline failed on " << spec->str() << "\n";
+      ErrorLine(errorPrefix()) << "the pipeline failed on " << spec->str() << "\n";
       return 1;
     }
   }
@@ -514,7 +498,7 @@ static int runEmit() {
     std::string error;
     attn::CudaLaunchShape shape;
     if (!attn::emitCuda(*module, *spec, text, shape, error)) {
-      ErrorLine() << "cannot emit CUDA for " << spec->str() << ": " << error << "\n";
+      ErrorLine(errorPrefix()) << "cannot emit CUDA for " << spec->str() << ": " << error << "\n";
       return 1;
     }
   } else if (!printAfterAll || outputFile != "-") {
@@ -526,14 +510,14 @@ static int runEmit() {
   if (outputFile != "-") {
     // Whole or not at all: a full disk or a stopped run leaves the old file.
     if (!attn::npy::writeFile(outputFile, text, error)) {
-      ErrorLine() << error << "\n";
+      ErrorLine(errorPrefix()) << error << "\n";
       return 1;
     }
     return 0;
   }
   auto output = openOutputFile(outputFile, &error);
   if (!output) {
-    ErrorLine() << "cannot write " << outputFile << ": " << error << "\n";
+    ErrorLine(errorPrefix()) << "cannot write " << outputFile << ": " << error << "\n";
     return 1;
   }
   output->os() << text;
@@ -543,23 +527,24 @@ static int runEmit() {
 /// attnc cache list|clear: the disk cache of compiled kernels.
 static int runCache() {
 #ifndef ATTNC_HAVE_NVRTC
-  llvm::errs() << "attnc cache: this attnc was built without NVRTC (no CUDA toolkit found)\n";
+  ErrorLine("attnc cache: ") << "this attnc was built without NVRTC (no CUDA toolkit found)\n";
   return 1;
 #else
   if (cacheAction != "list" && cacheAction != "clear") {
-    llvm::errs() << "attnc cache: unknown action '" << cacheAction << "': expected list or clear\n";
+    ErrorLine("attnc cache: ") << "unknown action '" << cacheAction
+                               << "': expected list or clear\n";
     return 1;
   }
   // Listing or clearing creates nothing: a missing folder holds no kernels.
   const std::string dir = attn::KernelCache::defaultDirectory();
   if (dir.empty()) {
-    llvm::errs() << "attnc cache: no cache directory (no home directory): set ATTNC_CACHE_DIR\n";
+    ErrorLine("attnc cache: ") << "no cache directory (no home directory): set ATTNC_CACHE_DIR\n";
     return 1;
   }
   llvm::sys::fs::file_status st;
   if (std::error_code ec = llvm::sys::fs::status(dir, st)) {
     if (ec != std::errc::no_such_file_or_directory) { // a folder on the way cannot be searched
-      llvm::errs() << "attnc cache: " << dir << " cannot be read: " << ec.message() << "\n";
+      ErrorLine("attnc cache: ") << dir << " cannot be read: " << ec.message() << "\n";
       return 1;
     }
     llvm::outs() << (cacheAction == "clear" ? "removed 0 kernels: " : "0 kernels: ") << dir
@@ -567,13 +552,13 @@ static int runCache() {
     return 0;
   }
   if (st.type() != llvm::sys::fs::file_type::directory_file) {
-    llvm::errs() << "attnc cache: " << dir << " is not a folder (set ATTNC_CACHE_DIR to one)\n";
+    ErrorLine("attnc cache: ") << dir << " is not a folder (set ATTNC_CACHE_DIR to one)\n";
     return 1;
   }
   std::error_code unreadable;
   llvm::sys::fs::directory_iterator probe(dir, unreadable);
   if (unreadable) {
-    llvm::errs() << "attnc cache: " << dir << " cannot be read: " << unreadable.message() << "\n";
+    ErrorLine("attnc cache: ") << dir << " cannot be read: " << unreadable.message() << "\n";
     return 1;
   }
   // The folder is read (and cleared) as it is: no cache is made of it, so
@@ -624,8 +609,8 @@ static int runCommand() {
                                      &outputFile, &aotSpecs, &aotOutput, &aotVerify, &aotName,
                                      &tuneFile, &tuneCandidates, &traceSave})
     if (path->getNumOccurrences() && path->empty()) {
-      ErrorLine() << flagName(path->ArgStr) << " is empty: it needs a "
-                   << (path->ValueStr.empty() ? "value" : path->ValueStr) << "\n";
+      ErrorLine(errorPrefix()) << flagName(path->ArgStr) << " is empty: it needs a "
+                               << (path->ValueStr.empty() ? "value" : path->ValueStr) << "\n";
       return 1;
     }
   if (emitCmd)
@@ -676,8 +661,9 @@ static int runCommand() {
       for (const cl::Option *flag : std::initializer_list<const cl::Option *>{
                &aotSpecs, &aotArchs, &aotOutput, &aotName, &aotJobs, &aotSkipBad, &aotForce})
         if (flag->getNumOccurrences()) {
-          llvm::errs() << "attnc aot: " << flagName(flag->ArgStr)
-                       << " builds a bundle; --verify only checks one (give them apart)\n";
+          ErrorLine("attnc aot: ")
+              << flagName(flag->ArgStr)
+              << " builds a bundle; --verify only checks one (give them apart)\n";
           return 1;
         }
     attn::cli::AotOptions o;
@@ -687,8 +673,8 @@ static int runCommand() {
     o.output = aotOutput;
     o.name = aotName;
     if (aotJobs.getNumOccurrences() && aotJobs == 0) {
-      llvm::errs() << "attnc aot: -j 0: give at least 1 (leave -j out for one per hardware "
-                      "thread)\n";
+      ErrorLine("attnc aot: ") << "-j 0: give at least 1 (leave -j out for one per hardware "
+                                  "thread)\n";
       return 1;
     }
     o.jobs = aotJobs;
