@@ -431,16 +431,17 @@ int aot(const AotOptions &o) {
       const bool oneLine = std::all_of(again.begin(), again.end(), [&](const auto &a) {
         return a.second == again.front().second;
       });
-      llvm::errs() << "attnc aot: " << where << "note: the spec of ";
+      ErrorLine note("attnc aot: ");
+      note << where << "note: the spec of ";
       if (oneLine)
-        llvm::errs() << "line " << again.front().second << " again (for ";
+        note << "line " << again.front().second << " again (for ";
       else
-        llvm::errs() << "earlier lines again (";
+        note << "earlier lines again (";
       for (size_t i = 0; i < again.size(); ++i)
-        llvm::errs() << (i ? ", " : "")
-                     << (oneLine ? "" : "line " + std::to_string(again[i].second) + " for ")
-                     << again[i].first;
-      llvm::errs() << "): built once\n";
+        note << (i ? ", " : "")
+             << (oneLine ? "" : "line " + std::to_string(again[i].second) + " for ")
+             << again[i].first;
+      note << "): built once";
     }
     const bool alike = std::all_of(failed.begin(), failed.end(), [&](const auto &f) {
       return f.second == failed.front().second;
@@ -458,7 +459,7 @@ int aot(const AotOptions &o) {
                              << " with the spec of an earlier one (" << repeatedLines
                              << " in all; each kernel is built once)\n";
   for (size_t i = 0; i < bad.size() && badLineOf[i] <= kShown; ++i)
-    llvm::errs() << (o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << bad[i] << "\n";
+    ErrorLine(o.skipBad ? "attnc aot: skipped: " : "attnc aot: ") << bad[i];
   if (badLines > kShown)
     ErrorLine("attnc aot: ") << "... and " << counted(badLines - kShown, "more bad line") << " ("
                              << badLines << " in all"
@@ -554,8 +555,8 @@ int aot(const AotOptions &o) {
   int failed = 0;
   for (const Job &j : jobs)
     if (!j.error.empty()) {
-      llvm::errs() << "attnc aot: " << o.specsFile << ":" << j.line << " (" << j.arch
-                   << "): " << j.error << "\n";
+      compileError("aot",
+                   o.specsFile + ":" + std::to_string(j.line) + " (" + j.arch + "): " + j.error);
       ++failed;
     }
   if (failed) {

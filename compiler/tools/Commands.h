@@ -102,6 +102,10 @@ private:
 /// compiler's `log`, if any, follows on the lines after it as it is.
 int commandError(const char *command, const std::string &message, const std::string &log = "");
 
+/// commandError for a kernel lookup's error, whose lines after the first,
+/// where a compile failed, are NVRTC's log.
+int compileError(const char *command, const std::string &message);
+
 /// The attention work past which a CPU run (attnc run, explain's
 /// measurement) notes that it may take minutes (about 20 s on one core of
 /// the build machine).

@@ -8,13 +8,14 @@
 #include "llvm/Support/Signals.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <fcntl.h>
+#include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -293,19 +294,31 @@ bool read(const std::string &path, Array &out, std::string &error, int64_t mostB
 }
 
 namespace {
-/// Whether `path` lies under /dev or /proc, whose links (/dev/stdout,
-/// /proc/self/fd/1) name a process's open file, not a place to put one.
-bool systemPath(const std::string &path) {
-  return path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0;
+/// The descriptor this process already has open that `path` names
+/// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or -1.
+int openDescriptor(const std::string &path) {
+  if (path == "/dev/stdout")
+    return 1;
+  if (path == "/dev/stderr")
+    return 2;
+  for (const char *folder : {"/dev/fd/", "/proc/self/fd/"}) {
+    const size_t n = std::strlen(folder);
+    if (path.compare(0, n, folder) != 0 || path.size() == n || path.size() > n + 6 ||
+        path.find_first_not_of("0123456789", n) != std::string::npos)
+      continue;
+    return std::atoi(path.c_str() + n);
+  }
+  return -1;
 }
 
 /// Follows the chain of symbolic links from `path` (up to 40, each relative
-/// one from its own folder) to its end; `system`, when given, says whether
-/// a step of it lies under /dev or /proc (where following stops).
-std::string follow(std::string path, bool *system) {
+/// one from its own folder) to its end; `descriptor`, when given, says
+/// whether a step of it names an open descriptor (/dev/stdout), where
+/// following stops.
+std::string follow(std::string path, bool *descriptor) {
   char target[4096];
   for (int links = 0; links < 40; ++links) {
-    if (system && (*system = systemPath(path)))
+    if (descriptor && (*descriptor = openDescriptor(path) >= 0))
       break;
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
     if (n <= 0)
@@ -315,6 +328,15 @@ std::string follow(std::string path, bool *system) {
   }
   return path;
 }
+
+/// Why `path` cannot be written through its links (a loop, or more links
+/// than the system follows), or "".
+std::string linkProblem(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 && errno == ELOOP)
+    return std::string("cannot write: ") + std::strerror(ELOOP);
+  return "";
+}
 } // namespace
 
 std::string linkEnd(std::string path) { return follow(std::move(path), nullptr); }
@@ -323,11 +345,11 @@ bool writesThrough(const std::string &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return true; // a device, a pipe (or a folder, refused when opened)
-  // A link of /dev or /proc (/dev/stdout) on the way: the shell's open file,
-  // which may be appended to, is written, not replaced.
-  bool system = false;
-  follow(path, &system);
-  return system;
+  // An open descriptor on the way (/dev/stdout, /proc/self/fd/1): the
+  // shell's file, which may be appended to, is written, not replaced.
+  bool descriptor = false;
+  follow(path, &descriptor);
+  return descriptor;
 }
 
 std::string writable(const std::string &path) {
@@ -335,6 +357,8 @@ std::string writable(const std::string &path) {
   const bool exists = ::stat(path.c_str(), &st) == 0; // following a link
   if (exists && S_ISDIR(st.st_mode))
     return "is a folder";
+  if (std::string why = linkProblem(path); !why.empty())
+    return why;
   // What takes the write: a device or a pipe is written in place, so the
   // file itself; a regular file (or none yet), a link's end included, is
   // made beside itself and renamed onto it, so its folder.
@@ -371,15 +395,25 @@ std::string encode(const Array &array) {
   return file;
 }
 
-/// "<path>.<what>.<pid>": this process's side file for `path`, in its
-/// folder (so that it can be renamed onto it). A name so long that the
-/// suffix would pass the system's limit on a name is shortened first.
+/// "<path>.<what>.<pid>.<n>": this process's n-th side file, for `path`, in
+/// its folder (so that it can be renamed onto it). A name so long that the
+/// suffix would pass the system's limit on a name is shortened first (the
+/// count keeps two such side files apart).
 std::string sideFile(const std::string &path, const char *what) {
-  const std::string suffix = std::string(".") + what + "." + std::to_string(::getpid());
+  static std::atomic<unsigned> made{0};
+  const std::string suffix =
+      std::string(".") + what + "." + std::to_string(::getpid()) + "." + std::to_string(made++);
   const size_t slash = path.rfind('/'), start = slash == std::string::npos ? 0 : slash + 1;
   constexpr size_t kNameMax = 255; // NAME_MAX of Linux's file systems
   const size_t keep = std::min(path.size() - start, kNameMax - suffix.size());
   return path.substr(0, start + keep) + suffix;
+}
+
+/// The permission bits of the file `path` (links followed), or -1 where
+/// there is none: a file replaced through a side file keeps them.
+int modeOf(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? int(st.st_mode & 07777) : -1;
 }
 
 /// A finished side file, the file it replaces (a link's end) and the name
@@ -406,31 +440,14 @@ bool moveIntoPlace(const std::vector<Move> &moves, std::string &error) {
   return true;
 }
 
-/// The descriptor this process already has open that `path` names
-/// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or -1.
-int openDescriptor(const std::string &path) {
-  if (path == "/dev/stdout")
-    return 1;
-  if (path == "/dev/stderr")
-    return 2;
-  for (const char *folder : {"/dev/fd/", "/proc/self/fd/"}) {
-    const size_t n = std::strlen(folder);
-    if (path.compare(0, n, folder) != 0 || path.size() == n || path.size() > n + 6 ||
-        path.find_first_not_of("0123456789", n) != std::string::npos)
-      continue;
-    return std::atoi(path.c_str() + n);
-  }
-  return -1;
-}
-
 /// Writes `bytes` to the file `path`, made anew (O_EXCL, not through a link;
 /// a file of that name left by a run that stopped is removed first) or, with
 /// `inPlace`, to the file `path` is (a device, a pipe). A descriptor already
 /// open (/dev/stdout) is written as it is, so that a shell's `>>` appends.
-/// On failure nothing made here is left, and `error` names `named` and the
-/// reason.
+/// A `mode` of 0 or more gives a new file those permission bits. On failure
+/// nothing made here is left, and `error` names `named` and the reason.
 bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
-                const std::string &named, std::string &error) {
+                const std::string &named, std::string &error, int mode = -1) {
   auto open = [&] {
     if (inPlace)
       if (const int open = openDescriptor(path); open >= 0)
@@ -446,6 +463,8 @@ bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
     error = named + ": cannot write: " + std::strerror(errno);
     return false;
   }
+  if (mode >= 0)
+    ::fchmod(fd, static_cast<mode_t>(mode)); // (a side file's only: best effort)
   if (const int failure = writeAndClose(fd, {bytes})) {
     error = named + ": write failed: " + std::strerror(failure);
     if (!inPlace)
@@ -459,6 +478,10 @@ bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
 bool writeFile(const std::string &path, const std::string &bytes, std::string &error) {
   if (writesThrough(path))
     return writeBytes(path, bytes, /*inPlace=*/true, path, error);
+  if (std::string why = linkProblem(path); !why.empty()) {
+    error = path + ": " + why;
+    return false;
+  }
   // A link's end is replaced, and the link kept.
   const std::string target = linkEnd(path);
   // A write-protected file is not replaced through the rename either: its
@@ -470,7 +493,7 @@ bool writeFile(const std::string &path, const std::string &bytes, std::string &e
   const std::string side = sideFile(target, "tmp");
   // A signal (^C, a closed pipe) that stops the run removes it too.
   llvm::sys::RemoveFileOnSignal(side);
-  if (!writeBytes(side, bytes, /*inPlace=*/false, path, error)) {
+  if (!writeBytes(side, bytes, /*inPlace=*/false, path, error, modeOf(target))) {
     llvm::sys::DontRemoveFileOnSignal(side);
     return false;
   }
@@ -501,10 +524,15 @@ bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::stri
       inPlace.push_back(&file);
       continue;
     }
+    if (std::string why = linkProblem(file.first); !why.empty()) {
+      error = file.first + ": " + why;
+      return removeSides(), false;
+    }
     const std::string target = linkEnd(file.first), side = sideFile(target, "pending");
     llvm::sys::RemoveFileOnSignal(side); // a signal that stops the run removes it too
     moves.push_back({side, target, file.first});
-    if (!writeBytes(side, encode(file.second), /*inPlace=*/false, file.first, error))
+    if (!writeBytes(side, encode(file.second), /*inPlace=*/false, file.first, error,
+                    modeOf(target)))
       return removeSides(), false;
   }
   for (const auto *file : inPlace)

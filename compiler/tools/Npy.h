@@ -62,9 +62,11 @@ bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::stri
 /// Writes `bytes` to `path`, whole or not at all: a regular file, or none
 /// yet, through a side file of this process beside it (made anew: never an
 /// existing file, nor through a link) renamed onto it, so that a full disk
-/// or a stopped run leaves the old file as it was. Through a symbolic link,
-/// the file at the link's end is so replaced and the link kept; what is not
-/// a regular file (writesThrough: a device, a pipe) is written in place.
+/// or a stopped run leaves the old file as it was; the new file keeps the
+/// old one's permission bits. Through a symbolic link, the file at the
+/// link's end is so replaced and the link kept (a loop of links is
+/// refused); what is not a regular file (writesThrough: a device, a pipe)
+/// is written in place.
 /// The error names `path` and the system's reason.
 bool writeFile(const std::string &path, const std::string &bytes, std::string &error);
 
@@ -74,9 +76,9 @@ bool writeFile(const std::string &path, const std::string &bytes, std::string &e
 bool writeNew(const std::string &path, const std::string &bytes, std::string &error);
 
 /// True when what `path` names (links followed) exists and is not a regular
-/// file (a device, a pipe), or a link on the way lies in /dev or /proc
-/// (/dev/stdout: the shell's open file, perhaps appended to): nothing can
-/// be renamed onto it, so it is written in place.
+/// file (a device, a pipe), or a step of its links names an open descriptor
+/// (/dev/stdout, /dev/fd/N, /proc/self/fd/N: the shell's open file, perhaps
+/// appended to): nothing can be renamed onto it, so it is written in place.
 bool writesThrough(const std::string &path);
 
 /// Where a chain of symbolic links ending at a file not made yet leads (up

@@ -74,6 +74,12 @@ int commandError(const char *command, const std::string &message, const std::str
   return 1;
 }
 
+int compileError(const char *command, const std::string &message) {
+  const size_t lineEnd = std::min(message.find('\n'), message.size());
+  return commandError(command, message.substr(0, lineEnd),
+                      lineEnd < message.size() ? message.substr(lineEnd + 1) : "");
+}
+
 bool mentions(const std::string &text, const std::string &field) {
   return fieldValue(text, field).has_value();
 }
@@ -108,18 +114,29 @@ std::string gib(double bytes) {
   return llvm::formatv("{0:f1} GiB", bytes / double(1ull << 30)).str();
 }
 
-/// Reads an .npy input, checking its element type and rank.
+/// The bytes the .npy inputs may still take, all of them together: a
+/// quarter of the memory, since each is copied into the kernel's element
+/// type and q has an output of its size besides (the whole within half, as
+/// inputsFit counts random inputs).
+struct InputBudget {
+  MemoryLimit memory = usableMemory();
+  double left = memory.bytes / 4;
+};
+
+/// Reads an .npy input, checking its element type and rank, and its size
+/// against what `budget` has left (before its data is read).
 template <typename T>
 bool readInput(const std::string &path, const char *what, size_t rank, npy::Kind kind,
-               npy::Array &array, std::string &error) {
+               npy::Array &array, InputBudget &budget, std::string &error) {
   // numpy's way to the element type wanted, for a file that holds another.
   const std::string fix = std::string(" (numpy: a.astype(np.") + npy::kindName(kind) + "))";
-  // An input of more than a quarter of the memory is refused before it is
-  // read: q has an output of its size, k a v of its size, and together they
-  // must fit in half (as inputsFit counts random inputs).
-  const MemoryLimit memory = usableMemory();
-  if (!npy::read(path, array, error, static_cast<int64_t>(memory.bytes / 4),
-                 ", more than a quarter of " + memory.what + " (" + gib(memory.bytes / 4) +
+  const double whole = budget.memory.bytes / 4;
+  if (!npy::read(path, array, error, static_cast<int64_t>(budget.left),
+                 ", more than " +
+                     (budget.left < whole
+                          ? "the " + std::to_string(int64_t(budget.left)) + " bytes left of the "
+                          : std::string("the ")) +
+                     gib(whole) + " all the inputs may take (a quarter of " + budget.memory.what +
                      "); use smaller inputs")) {
     const bool elementType = error.rfind(path + ": element type '", 0) == 0;
     error = std::string(what) + ": " + error;
@@ -127,6 +144,7 @@ bool readInput(const std::string &path, const char *what, size_t rank, npy::Kind
       error += "; " + std::string(what) + " must be " + npy::kindName(kind) + fix;
     return false;
   }
+  budget.left -= double(array.bytes.size());
   if (array.kind != kind) {
     error = std::string(what) + " (" + path + ") holds " + npy::kindName(array.kind) +
             ", expected " + npy::kindName(kind) + fix;
@@ -164,9 +182,10 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
                    "the spec for a paged one)",
            false;
   npy::Array q, k, v;
-  if (!readInput<T>(o.q, "q", 3, kind, q, error) ||
-      !readInput<T>(o.k, "k", paged ? 4 : 3, kind, k, error) ||
-      !readInput<T>(o.v, "v", paged ? 4 : 3, kind, v, error))
+  InputBudget budget;
+  if (!readInput<T>(o.q, "q", 3, kind, q, budget, error) ||
+      !readInput<T>(o.k, "k", paged ? 4 : 3, kind, k, budget, error) ||
+      !readInput<T>(o.v, "v", paged ? 4 : 3, kind, v, budget, error))
     return false;
   if (k.shape != v.shape)
     return error = "k has shape " + k.shapeText() + " but v has " + v.shapeText(), false;
@@ -202,7 +221,7 @@ bool batchFromFiles(const Spec &spec, const RunOptions &o, harness::Batch<T> &ba
                      " tokens, the spec says page_size = " + std::to_string(spec.page_size),
              false;
     npy::Array table;
-    if (!readInput<int32_t>(o.blockTable, "block table", 1, npy::Kind::I32, table, error))
+    if (!readInput<int32_t>(o.blockTable, "block table", 1, npy::Kind::I32, table, budget, error))
       return false;
     s.kvLen = *o.kvLen;
     s.table = values<int32_t>(table);
@@ -744,11 +763,8 @@ int runGpu(const RunOptions &o) {
     return fail(bad);
 
   KernelLookup k = rt->kernel(spec);
-  if (!k) { // a compile failure's first line is the runtime's, the lines after it NVRTC's log
-    const size_t lineEnd = std::min(k.error.find('\n'), k.error.size());
-    return commandError("run", k.error.substr(0, lineEnd),
-                        lineEnd < k.error.size() ? k.error.substr(lineEnd + 1) : "");
-  }
+  if (!k)
+    return compileError("run", k.error);
   llvm::outs() << "spec " << spec.str() << "\nkernel for " << rt->deviceName() << " (" << rt->arch()
                << ") from " << name(k.source) << " in " << llvm::format("%.3f", k.seconds)
                << " s\n";

@@ -251,7 +251,7 @@ int tune(const TuneOptions &o) {
     c.ms = harness::medianMs(cu, stream, [&] { k.kernel->launch(a, stream, error); }, c.spec.str());
   }
   if (cands[0].ms <= 0)
-    return fail("the built-in configuration did not run: " + cands[0].status);
+    return compileError("tune", "the built-in configuration did not run: " + cands[0].status);
 
   const Candidate *best = &cands[0];
   llvm::outs() << llvm::format("%-36s %10s %9s %6s\n", "candidate", "ms", "vs built-in", "regs");

@@ -568,7 +568,7 @@ static int runCache() {
     const int removed = attn::KernelCache::clear(dir, &error);
     llvm::outs() << "removed " << attn::cli::counted(removed, "kernel") << " from " << dir << "\n";
     if (!error.empty()) {
-      llvm::errs() << "attnc cache clear: " << error << "\n";
+      ErrorLine("attnc cache clear: ") << error;
       return 1;
     }
     return 0;
@@ -583,7 +583,7 @@ static int runCache() {
                << " bytes in " << dir << "\n";
   if (!error.empty()) {
     llvm::outs().flush();
-    llvm::errs() << "attnc cache list: " << error << "\n";
+    ErrorLine("attnc cache list: ") << error;
     return 1;
   }
   return 0;
@@ -722,8 +722,8 @@ int main(int argc, char **argv) {
   } else if (argc > 1 && argv[1][0] != '-') {
     // A first word that is not a flag must be a command (LLVM would print
     // the overview and exit 0 for `attnc foo --help`).
-    llvm::errs() << "attnc: unknown command '" << argv[1] << "' (the commands are "
-                 << kCommandNames << "); see `attnc --help`\n";
+    ErrorLine("attnc: ") << "unknown command '" << argv[1] << "' (the commands are "
+                         << kCommandNames << "); see `attnc --help`\n";
     return 1;
   }
   {
