@@ -422,6 +422,14 @@ struct Move {
   std::string side, target, named;
 };
 
+/// Removes the side files `moves` names (a write that did not finish).
+void removeSides(const std::vector<Move> &moves) {
+  for (const Move &move : moves) {
+    ::unlink(move.side.c_str());
+    llvm::sys::DontRemoveFileOnSignal(move.side);
+  }
+}
+
 /// Moves each side file onto its target, in order; on a failure the side
 /// files not moved yet are removed and `error` names the target as given.
 bool moveIntoPlace(const std::vector<Move> &moves, std::string &error) {
@@ -429,10 +437,7 @@ bool moveIntoPlace(const std::vector<Move> &moves, std::string &error) {
     if (std::rename(moves[i].side.c_str(), moves[i].target.c_str()) != 0) {
       error = moves[i].named + ": cannot move the finished file into place: " +
               std::strerror(errno);
-      for (size_t j = i; j < moves.size(); ++j) {
-        ::unlink(moves[j].side.c_str());
-        llvm::sys::DontRemoveFileOnSignal(moves[j].side);
-      }
+      removeSides({moves.begin() + static_cast<long>(i), moves.end()});
       return false;
     }
     llvm::sys::DontRemoveFileOnSignal(moves[i].side);
@@ -475,29 +480,37 @@ bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
 }
 } // namespace
 
-bool writeFile(const std::string &path, const std::string &bytes, std::string &error) {
-  if (writesThrough(path))
-    return writeBytes(path, bytes, /*inPlace=*/true, path, error);
+namespace {
+/// Writes `bytes` to a side file (`what`: "tmp", "pending") beside the file
+/// `path` leads to (a link's end, which is replaced and the link kept), with
+/// that file's permission bits, and notes it in `moves`. A loop of links or
+/// a write-protected file is refused: its protection is the user's.
+bool writeSide(const std::string &path, const std::string &bytes, const char *what,
+               std::vector<Move> &moves, std::string &error) {
   if (std::string why = linkProblem(path); !why.empty()) {
     error = path + ": " + why;
     return false;
   }
-  // A link's end is replaced, and the link kept.
   const std::string target = linkEnd(path);
-  // A write-protected file is not replaced through the rename either: its
-  // protection is the user's.
   if (::access(target.c_str(), F_OK) == 0 && ::access(target.c_str(), W_OK) != 0) {
     error = path + ": cannot write: " + std::strerror(errno);
     return false;
   }
-  const std::string side = sideFile(target, "tmp");
-  // A signal (^C, a closed pipe) that stops the run removes it too.
-  llvm::sys::RemoveFileOnSignal(side);
-  if (!writeBytes(side, bytes, /*inPlace=*/false, path, error, modeOf(target))) {
-    llvm::sys::DontRemoveFileOnSignal(side);
-    return false;
-  }
-  return moveIntoPlace({{side, target, path}}, error);
+  const std::string side = sideFile(target, what);
+  llvm::sys::RemoveFileOnSignal(
+      side); // a signal (^C, a closed pipe) that stops the run removes it too
+  moves.push_back({side, target, path});
+  return writeBytes(side, bytes, /*inPlace=*/false, path, error, modeOf(target));
+}
+} // namespace
+
+bool writeFile(const std::string &path, const std::string &bytes, std::string &error) {
+  if (writesThrough(path))
+    return writeBytes(path, bytes, /*inPlace=*/true, path, error);
+  std::vector<Move> moves;
+  if (!writeSide(path, bytes, "tmp", moves, error))
+    return removeSides(moves), false;
+  return moveIntoPlace(moves, error);
 }
 
 bool writeNew(const std::string &path, const std::string &bytes, std::string &error) {
@@ -509,35 +522,18 @@ bool write(const std::string &path, const Array &array, std::string &error) {
 }
 
 bool writeAll(const std::vector<std::pair<std::string, Array>> &files, std::string &error) {
+  // The side files first, then the targets written through.
   std::vector<Move> moves; // written so far
-  auto removeSides = [&] {
-    for (const Move &move : moves) {
-      ::unlink(move.side.c_str());
-      llvm::sys::DontRemoveFileOnSignal(move.side);
-    }
-  };
-  // The side files first (beside each link's end, which is replaced), then
-  // the targets written through.
   std::vector<const std::pair<std::string, Array> *> inPlace;
   for (const auto &file : files) {
-    if (writesThrough(file.first)) {
+    if (writesThrough(file.first))
       inPlace.push_back(&file);
-      continue;
-    }
-    if (std::string why = linkProblem(file.first); !why.empty()) {
-      error = file.first + ": " + why;
-      return removeSides(), false;
-    }
-    const std::string target = linkEnd(file.first), side = sideFile(target, "pending");
-    llvm::sys::RemoveFileOnSignal(side); // a signal that stops the run removes it too
-    moves.push_back({side, target, file.first});
-    if (!writeBytes(side, encode(file.second), /*inPlace=*/false, file.first, error,
-                    modeOf(target)))
-      return removeSides(), false;
+    else if (!writeSide(file.first, encode(file.second), "pending", moves, error))
+      return removeSides(moves), false;
   }
   for (const auto *file : inPlace)
     if (!writeBytes(file->first, encode(file->second), /*inPlace=*/true, file->first, error))
-      return removeSides(), false;
+      return removeSides(moves), false;
   return moveIntoPlace(moves, error);
 }
 
