@@ -455,8 +455,8 @@ bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
                 const std::string &named, std::string &error, int mode = -1) {
   auto open = [&] {
     if (inPlace)
-      if (const int open = openDescriptor(path); open >= 0)
-        return ::fcntl(open, F_DUPFD_CLOEXEC, 0);
+      if (const int descriptor = openDescriptor(path); descriptor >= 0)
+        return ::fcntl(descriptor, F_DUPFD_CLOEXEC, 0);
     return inPlace ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
                    : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                             0666);
