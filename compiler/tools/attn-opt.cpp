@@ -1,18 +1,21 @@
 //===- attn-opt.cpp - mlir-opt with the attn dialect and passes -----------===//
 //
 // mlir-opt's driver with the attn dialect and attnc's passes. One change to
-// how it writes: an output file is written under a temporary name and
-// renamed over `-o` only when the passes succeeded, so a failing run leaves
-// the file that was there (even when it is the input itself) untouched. And
+// how it writes: `-o` is written only when the passes succeeded, and as
+// `attnc emit -o` writes it (whole or not at all: a file beside it renamed
+// onto it; through a link, the link's file), so a failing run leaves the
+// file that was there (even when it is the input itself) untouched. And
 // one check before parsing: MLIR's parser recurses once per nested region,
 // attribute or type, so an input nested thousands deep would overflow its
 // stack; such an input is refused with its place named instead.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Npy.h"
 #include "OutputErrors.h"
 
 #include "attn/AttnDialect.h"
+#include "attn/Printable.h"
 #include "attnc/CpuPasses.h"
 #include "attnc/Pipeline.h"
 
@@ -28,13 +31,9 @@
 
 #include "mlir/Support/FileUtilities.h"
 
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
-#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -90,38 +89,57 @@ std::string tooDeep(llvm::StringRef text, llvm::StringRef splitMarker) {
   return "";
 }
 
-/// mlir-opt's driver on `input`, written to `output` (kept only when the
-/// run succeeds), after the nesting check.
+/// mlir-opt's driver on `input` after the nesting check, written to
+/// `output`: standard output ("-") as it is printed, a file only when the
+/// run succeeds.
 bool runOpt(int argc, char **argv, const std::string &input, const std::string &output,
             mlir::DialectRegistry &registry) {
   const mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
   // Listings that read no input: the driver's own.
   if (config.shouldShowDialects() || config.shouldListPasses())
     return mlir::succeeded(mlir::MlirOptMain(argc, argv, input, output, registry));
+  // A file that cannot be written is said before anything is read or run.
+  if (output != "-")
+    if (std::string why = attn::npy::writable(output); !why.empty()) {
+      llvm::errs() << "attn-opt: " << attn::printable(output, /*keepUtf8=*/true) << ": " << why
+                   << "\n";
+      return false;
+    }
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> buffer = mlir::openInputFile(input, &error);
   if (!buffer) {
-    llvm::errs() << "attn-opt: " << error << "\n";
+    llvm::errs() << "attn-opt: " << attn::printable(error, /*keepUtf8=*/true) << "\n";
     return false;
   }
   // Text only: MLIR bytecode (its magic "ML\xefR") is not read by the text parser.
   const bool bytecode = buffer->getBuffer().starts_with("ML\xefR");
   if (std::string at = bytecode ? "" : tooDeep(buffer->getBuffer(), config.inputSplitMarker());
       !at.empty()) {
-    llvm::errs() << (input == "-" ? "<stdin>" : input) << ":" << at
-                 << ": error: brackets nest more than " << kMostNesting
+    llvm::errs() << (input == "-" ? "<stdin>" : attn::printable(input, /*keepUtf8=*/true)) << ":"
+                 << at << ": error: brackets nest more than " << kMostNesting
                  << " deep here; attn-opt refuses such input (MLIR's parser would run out of "
                     "stack)\n";
     return false;
   }
-  std::unique_ptr<llvm::ToolOutputFile> file = mlir::openOutputFile(output, &error);
-  if (!file) {
-    llvm::errs() << "attn-opt: " << error << "\n";
+  if (output == "-") {
+    std::unique_ptr<llvm::ToolOutputFile> file = mlir::openOutputFile(output, &error);
+    if (!file) {
+      llvm::errs() << "attn-opt: " << error << "\n";
+      return false;
+    }
+    if (mlir::failed(mlir::MlirOptMain(file->os(), std::move(buffer), registry, config)))
+      return false;
+    file->keep();
+    return true;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (mlir::failed(mlir::MlirOptMain(os, std::move(buffer), registry, config)))
+    return false;
+  if (!attn::npy::writeFile(output, text, error)) {
+    llvm::errs() << "attn-opt: " << attn::printable(error, /*keepUtf8=*/true) << "\n";
     return false;
   }
-  if (mlir::failed(mlir::MlirOptMain(file->os(), std::move(buffer), registry, config)))
-    return false;
-  file->keep();
   return true;
 }
 } // namespace
@@ -142,33 +160,5 @@ int main(int argc, char **argv) {
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "attn-opt: the attn dialect and attnc passes\n", registry);
 
-  // Standard output, or a path that is not a regular file (/dev/null, a
-  // pipe): written in place. Otherwise a temporary file beside it.
-  llvm::sys::fs::file_status status;
-  const bool inPlace = output == "-" || (!llvm::sys::fs::status(output, status) &&
-                                         status.type() != llvm::sys::fs::file_type::regular_file);
-  if (inPlace)
-    return runOpt(argc, argv, input, output, registry) ? 0 : 1;
-  llvm::StringRef folder = llvm::sys::path::parent_path(output);
-  if (!folder.empty() && !llvm::sys::fs::is_directory(folder)) {
-    llvm::errs() << "attn-opt: cannot write " << output << ": " << folder
-                 << (llvm::sys::fs::exists(folder) ? " is not a folder" : " does not exist")
-                 << "\n";
-    return 1;
-  }
-  const std::string pending = output + ".tmp." + std::to_string(llvm::sys::Process::getProcessId());
-  // The driver's output file removes `pending` if a signal (a closed pipe,
-  // ^C) stops the run; from its end to the rename, this does.
-  if (!runOpt(argc, argv, input, pending, registry)) {
-    llvm::sys::fs::remove(pending); // (the driver removes it too, unless it never opened it)
-    return 1;
-  }
-  llvm::sys::RemoveFileOnSignal(pending);
-  if (std::error_code ec = llvm::sys::fs::rename(pending, output)) {
-    llvm::errs() << "attn-opt: cannot write " << output << ": " << ec.message() << "\n";
-    llvm::sys::fs::remove(pending);
-    return 1;
-  }
-  llvm::sys::DontRemoveFileOnSignal(pending);
-  return 0;
+  return runOpt(argc, argv, input, output, registry) ? 0 : 1;
 }

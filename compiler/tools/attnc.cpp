@@ -537,6 +537,8 @@ static int runCache() {
   }
   // Listing or clearing creates nothing: a missing folder holds no kernels.
   const std::string dir = attn::KernelCache::defaultDirectory();
+  // The folder and file names as a line shows them (a name may hold a line end).
+  const std::string shownDir = attn::printable(dir, /*keepUtf8=*/true);
   if (dir.empty()) {
     ErrorLine("attnc cache: ") << "no cache directory (no home directory): set ATTNC_CACHE_DIR\n";
     return 1;
@@ -547,7 +549,7 @@ static int runCache() {
       ErrorLine("attnc cache: ") << dir << " cannot be read: " << ec.message() << "\n";
       return 1;
     }
-    llvm::outs() << (cacheAction == "clear" ? "removed 0 kernels: " : "0 kernels: ") << dir
+    llvm::outs() << (cacheAction == "clear" ? "removed 0 kernels: " : "0 kernels: ") << shownDir
                  << " does not exist\n";
     return 0;
   }
@@ -566,7 +568,8 @@ static int runCache() {
   std::string error;
   if (cacheAction == "clear") {
     const int removed = attn::KernelCache::clear(dir, &error);
-    llvm::outs() << "removed " << attn::cli::counted(removed, "kernel") << " from " << dir << "\n";
+    llvm::outs() << "removed " << attn::cli::counted(removed, "kernel") << " from " << shownDir
+                 << "\n";
     if (!error.empty()) {
       ErrorLine("attnc cache clear: ") << error;
       return 1;
@@ -576,11 +579,12 @@ static int runCache() {
   long long total = 0;
   auto entries = attn::KernelCache::list(dir, &error);
   for (const attn::CacheEntry &e : entries) {
-    llvm::outs() << llvm::format("%10lld  ", e.bytes) << e.file << "\n";
+    llvm::outs() << llvm::format("%10lld  ", e.bytes) << attn::printable(e.file, /*keepUtf8=*/true)
+                 << "\n";
     total += e.bytes;
   }
   llvm::outs() << attn::cli::counted(int64_t(entries.size()), "kernel") << ", " << total
-               << " bytes in " << dir << "\n";
+               << " bytes in " << shownDir << "\n";
   if (!error.empty()) {
     llvm::outs().flush();
     ErrorLine("attnc cache list: ") << error;
