@@ -86,7 +86,7 @@ template <typename T> struct DecimalParser : cl::parser<T> {
     if (std::is_signed_v<T>)
       digits.consume_front("-");
     if (digits.empty() || !llvm::all_of(digits, llvm::isDigit))
-      return o.error("'" + arg + "' is not a decimal integer");
+      return o.error("'" + attn::printable(arg) + "' is not a decimal integer");
     if (arg.getAsInteger(10, value))
       return o.error("'" + arg + "' is out of range");
     return false;
@@ -130,8 +130,9 @@ static Integer<unsigned long long>
 struct NumberParser : cl::parser<double> {
   using cl::parser<double>::parser;
   bool parse(cl::Option &o, llvm::StringRef name, llvm::StringRef arg, double &value) {
-    if (arg.trim().empty())
-      return o.error("'" + arg + "' value invalid for floating point argument!");
+    // (LLVM's message would quote a control character as it is.)
+    if (arg.trim().empty() || llvm::any_of(arg, attn::isControl))
+      return o.error("'" + attn::printable(arg) + "' value invalid for floating point argument!");
     return cl::parser<double>::parse(o, name, arg, value);
   }
 };
@@ -759,6 +760,15 @@ int main(int argc, char **argv) {
         parseErrors.replace(at + 5, end - (at + 5), "'" + help + "'");
         at += 5 + help.size() + 2;
       }
+      // LLVM quotes an argument as it is: one with a control character is
+      // written as attnc's own messages write it, so each error stays a line.
+      for (int i = 1; i < argc; ++i)
+        if (const llvm::StringRef a(argv[i]); llvm::any_of(a, attn::isControl))
+          for (size_t at = 0; (at = parseErrors.find(a.str(), at)) != std::string::npos;) {
+            const std::string shown = attn::printable(a, /*keepUtf8=*/true);
+            parseErrors.replace(at, a.size(), shown);
+            at += shown.size();
+          }
       llvm::errs() << parseErrors;
       return 1;
     }
