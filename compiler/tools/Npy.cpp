@@ -4,6 +4,8 @@
 
 #include "attnc/NewFile.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Signals.h"
 
@@ -11,6 +13,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -294,31 +297,37 @@ bool read(const std::string &path, Array &out, std::string &error, int64_t mostB
 }
 
 namespace {
-/// The descriptor this process already has open that `path` names
-/// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or -1.
+/// The descriptor of this process that `path` names itself, links not
+/// followed: a number in this process's folder of descriptors however it is
+/// spelled (/proc/self/fd/N, /dev/fd/N, /proc/thread-self/fd/N,
+/// /dev//fd/N...), or -1.
 int openDescriptor(const std::string &path) {
-  if (path == "/dev/stdout")
-    return 1;
-  if (path == "/dev/stderr")
-    return 2;
-  for (const char *folder : {"/dev/fd/", "/proc/self/fd/"}) {
-    const size_t n = std::strlen(folder);
-    if (path.compare(0, n, folder) != 0 || path.size() == n || path.size() > n + 6 ||
-        path.find_first_not_of("0123456789", n) != std::string::npos)
-      continue;
-    return std::atoi(path.c_str() + n);
-  }
-  return -1;
+  const llvm::StringRef name = llvm::sys::path::filename(path);
+  if (name.empty() || name.size() > 6 || !llvm::all_of(name, llvm::isDigit))
+    return -1;
+  std::string folder = llvm::sys::path::parent_path(path).str();
+  char real[PATH_MAX];
+  if (folder.empty() || !::realpath(folder.c_str(), real))
+    return -1;
+  // /proc/self/fd is /proc/<pid>/fd; a thread's is /proc/<pid>/task/<tid>/fd.
+  const std::string own = "/proc/" + std::to_string(::getpid());
+  llvm::StringRef at(real);
+  if (!at.consume_front(own) || !at.consume_back("/fd"))
+    return -1;
+  if (!at.empty() &&
+      (!at.consume_front("/task/") || at.empty() || !llvm::all_of(at, llvm::isDigit)))
+    return -1;
+  return std::atoi(name.str().c_str());
 }
 
 /// Follows the chain of symbolic links from `path` (up to 40, each relative
-/// one from its own folder) to its end; `descriptor`, when given, says
-/// whether a step of it names an open descriptor (/dev/stdout), where
-/// following stops.
-std::string follow(std::string path, bool *descriptor) {
+/// one from its own folder) to its end; `descriptor`, when given, is set to
+/// the open descriptor a step of it names (/dev/stdout leads to
+/// /proc/self/fd/1), where following stops, or -1.
+std::string follow(std::string path, int *descriptor) {
   char target[4096];
   for (int links = 0; links < 40; ++links) {
-    if (descriptor && (*descriptor = openDescriptor(path) >= 0))
+    if (descriptor && (*descriptor = openDescriptor(path)) >= 0)
       break;
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
     if (n <= 0)
@@ -327,6 +336,13 @@ std::string follow(std::string path, bool *descriptor) {
     path = llvm::sys::path::is_relative(to) && !from.empty() ? from + "/" + to : to;
   }
   return path;
+}
+
+/// The open descriptor that `path` or a step of its links names, or -1.
+int descriptorOf(const std::string &path) {
+  int descriptor = -1;
+  follow(path, &descriptor);
+  return descriptor;
 }
 
 /// Why `path` cannot be written through its links (a loop, or more links
@@ -347,9 +363,7 @@ bool writesThrough(const std::string &path) {
     return true; // a device, a pipe (or a folder, refused when opened)
   // An open descriptor on the way (/dev/stdout, /proc/self/fd/1): the
   // shell's file, which may be appended to, is written, not replaced.
-  bool descriptor = false;
-  follow(path, &descriptor);
-  return descriptor;
+  return descriptorOf(path) >= 0;
 }
 
 std::string writable(const std::string &path) {
@@ -359,9 +373,20 @@ std::string writable(const std::string &path) {
     return "is a folder";
   if (std::string why = linkProblem(path); !why.empty())
     return why;
-  // What takes the write: a device or a pipe is written in place, so the
-  // file itself; a regular file (or none yet), a link's end included, is
-  // made beside itself and renamed onto it, so its folder.
+  // What takes the write: an open descriptor is written as it is, so it
+  // must have been opened for writing (whatever its file's permissions); a
+  // device or a pipe is written in place, so the file itself; a regular
+  // file (or none yet), a link's end included, is made beside itself and
+  // renamed onto it, so its folder.
+  if (const int descriptor = descriptorOf(path); descriptor >= 0) {
+    const int flags = ::fcntl(descriptor, F_GETFL);
+    if (flags < 0)
+      return std::string("cannot write: ") + std::strerror(errno);
+    return (flags & O_ACCMODE) != O_RDONLY
+               ? ""
+               : "cannot write: descriptor " + std::to_string(descriptor) +
+                     " is open for reading only";
+  }
   if (writesThrough(path))
     return ::access(path.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);
   const std::string file = linkEnd(path);
@@ -372,8 +397,16 @@ std::string writable(const std::string &path) {
   std::string folder = llvm::sys::path::parent_path(file).str();
   if (folder.empty())
     folder = ".";
+  struct stat folderStat;
+  if (::stat(folder.c_str(), &folderStat) != 0)
+    return "cannot write in " + folder + ": " + std::strerror(errno);
+  if (!S_ISDIR(folderStat.st_mode))
+    return "cannot write in " + folder + ": " + std::strerror(ENOTDIR);
   if (::access(folder.c_str(), W_OK) != 0)
     return "cannot write in " + folder + ": " + std::strerror(errno);
+  const long longestName = ::pathconf(folder.c_str(), _PC_NAME_MAX);
+  if (longestName > 0 && llvm::sys::path::filename(file).size() > size_t(longestName))
+    return std::string("cannot write: ") + std::strerror(ENAMETOOLONG);
   return "";
 }
 
@@ -455,7 +488,7 @@ bool writeBytes(const std::string &path, const std::string &bytes, bool inPlace,
                 const std::string &named, std::string &error, int mode = -1) {
   auto open = [&] {
     if (inPlace)
-      if (const int descriptor = openDescriptor(path); descriptor >= 0)
+      if (const int descriptor = descriptorOf(path); descriptor >= 0)
         return ::fcntl(descriptor, F_DUPFD_CLOEXEC, 0);
     return inPlace ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
                    : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -497,8 +530,7 @@ bool writeSide(const std::string &path, const std::string &bytes, const char *wh
     return false;
   }
   const std::string side = sideFile(target, what);
-  llvm::sys::RemoveFileOnSignal(
-      side); // a signal (^C, a closed pipe) that stops the run removes it too
+  llvm::sys::RemoveFileOnSignal(side); // a signal (^C, kill) that stops the run removes it too
   moves.push_back({side, target, path});
   return writeBytes(side, bytes, /*inPlace=*/false, path, error, modeOf(target));
 }

@@ -14,6 +14,12 @@
 // handler ignores SIGXFSZ: the write fails with EFBIG and the tool's own
 // error path reports it and removes what it made.
 //
+// The CPU-time limit's SIGXCPU ends the tool as it would without LLVM (the
+// files being written removed first), not in a crash report. And a signal
+// the caller ignored (`nohup` ignores SIGHUP, a background job SIGINT) stays
+// ignored: LLVM's handler would remove the files being written and let the
+// run go on to fail at its end.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ATTNC_TOOLS_OUTPUTERRORS_H
@@ -29,10 +35,39 @@
 
 namespace attn::cli {
 
+/// The stopping signals the caller ignored, read before llvm::InitLLVM
+/// installs its handlers over them.
+class CallerSignals {
+public:
+  CallerSignals() {
+    for (int i = 0; i < kCount; ++i) {
+      struct sigaction now {};
+      ignored[i] = ::sigaction(kSignals[i], nullptr, &now) == 0 && now.sa_handler == SIG_IGN;
+    }
+  }
+  /// Ignores again those the caller ignored.
+  void restore() const {
+    for (int i = 0; i < kCount; ++i)
+      if (ignored[i])
+        std::signal(kSignals[i], SIG_IGN);
+  }
+
+private:
+  static constexpr int kSignals[] = {SIGHUP, SIGINT, SIGTERM, SIGPIPE, SIGUSR2};
+  static constexpr int kCount = sizeof(kSignals) / sizeof(kSignals[0]);
+  bool ignored[kCount] = {};
+};
+
 /// Call after llvm::InitLLVM, whose signal handlers would replace the
-/// SIGXFSZ choice made here.
-inline void installOutputErrorHandler(const char *tool) {
+/// choices made here; `caller` was made before it.
+inline void installOutputErrorHandler(const char *tool, const CallerSignals &caller) {
+  caller.restore();
   std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGXCPU, [](int signal) {
+    llvm::sys::RunInterruptHandlers(); // removes the files being written
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  });
   llvm::install_fatal_error_handler(
       [](void *data, const char *reason, bool) {
         llvm::sys::RunInterruptHandlers(); // removes the files being written

@@ -42,7 +42,7 @@
 #include <vector>
 
 namespace {
-/// Brackets deeper than this are refused. The parser takes about 2 KiB of
+/// Brackets (and unary minus signs) deeper than this are refused. The parser takes about 2 KiB of
 /// stack a level (nested modules overflow an 8 MiB stack near 4000); the
 /// IR attnc writes nests fewer than 20 deep.
 constexpr int kMostNesting = 1000;
@@ -51,16 +51,26 @@ constexpr int kMostNesting = 1000;
 /// deep, outside string literals and // comments, as "line:column"; "" if
 /// nowhere. A closing bracket closes the innermost open one of its kind (and
 /// any left open inside it); a '>' that closes no '<' (as in "->" or ">=")
-/// and any other stray closer change nothing. A line starting with
-/// `splitMarker` (non-empty: --split-input-file) begins a new input.
+/// and any other stray closer change nothing. A run of '-' signs (each a
+/// unary minus the parser recurses into) nests as deep as it is long. A
+/// line starting with `splitMarker` (non-empty: --split-input-file) begins a
+/// new input.
 std::string tooDeep(llvm::StringRef text, llvm::StringRef splitMarker) {
   std::vector<char> open; // the open brackets, innermost last
+  int minuses = 0;        // the '-' signs in a row (spaces between them allowed)
   int line = 1, column = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     if (column == 0 && !splitMarker.empty() && text.substr(i).starts_with(splitMarker))
       open.clear();
     const char c = text[i];
     ++column;
+    if (c == '-') { // a unary minus (in an affine expression) nests too
+      if (++minuses + static_cast<int>(open.size()) > kMostNesting)
+        return std::to_string(line) + ":" + std::to_string(column);
+      continue;
+    }
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+      minuses = 0;
     if (c == '\n') {
       ++line;
       column = 0;
@@ -99,9 +109,13 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
   if (config.shouldShowDialects() || config.shouldListPasses())
     return mlir::succeeded(mlir::MlirOptMain(argc, argv, input, output, registry));
   // A file that cannot be written is said before anything is read or run.
+  if (output.empty()) {
+    llvm::errs() << "attn-opt: -o is empty: it needs a file (or - for standard output)\n";
+    return false;
+  }
   if (output != "-")
     if (std::string why = attn::npy::writable(output); !why.empty()) {
-      llvm::errs() << "attn-opt: " << attn::printable(output, /*keepUtf8=*/true) << ": " << why
+      llvm::errs() << "attn-opt: " << attn::printable(output + ": " + why, /*keepUtf8=*/true)
                    << "\n";
       return false;
     }
@@ -116,7 +130,7 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
   if (std::string at = bytecode ? "" : tooDeep(buffer->getBuffer(), config.inputSplitMarker());
       !at.empty()) {
     llvm::errs() << (input == "-" ? "<stdin>" : attn::printable(input, /*keepUtf8=*/true)) << ":"
-                 << at << ": error: brackets nest more than " << kMostNesting
+                 << at << ": error: brackets or minus signs nest more than " << kMostNesting
                  << " deep here; attn-opt refuses such input (MLIR's parser would run out of "
                     "stack)\n";
     return false;
@@ -145,8 +159,9 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
 } // namespace
 
 int main(int argc, char **argv) {
+  const attn::cli::CallerSignals caller; // (before InitLLVM handles them)
   llvm::InitLLVM init(argc, argv);
-  attn::cli::installOutputErrorHandler("attn-opt");
+  attn::cli::installOutputErrorHandler("attn-opt", caller);
   mlir::DialectRegistry registry;
   // The dialects of the passes' outputs too (attn-lower-tiles writes linalg
   // and math ops), so that attn-opt reads back what it prints.

@@ -704,8 +704,10 @@ static int runCommand() {
 }
 
 int main(int argc, char **argv) {
+  const attn::cli::CallerSignals caller; // (before InitLLVM handles them)
   llvm::InitLLVM init(argc, argv);
-  attn::cli::installOutputErrorHandler("attnc"); // (`--help` and `--version` exit in the parser)
+  attn::cli::installOutputErrorHandler("attnc",
+                                       caller); // (`--help` and `--version` exit in the parser)
   cl::HideUnrelatedOptions(attncCategory);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "attnc " << ATTNC_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
