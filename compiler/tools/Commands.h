@@ -29,6 +29,9 @@ struct RunOptions {
 };
 int run(const RunOptions &options);
 
+/// attnc cache list|clear (`action`): the disk cache of compiled kernels.
+int cache(const std::string &action);
+
 /// `attnc trace`: one query row through the recurrence, tile by tile.
 struct TraceOptions {
   std::string spec;
