@@ -42,9 +42,9 @@
 #include <vector>
 
 namespace {
-/// Brackets (and unary minus signs) deeper than this are refused. The parser takes about 2 KiB of
-/// stack a level (nested modules overflow an 8 MiB stack near 4000); the
-/// IR attnc writes nests fewer than 20 deep.
+/// Brackets (and unary minus signs) deeper than this are refused. The parser
+/// takes about 2 KiB of stack a level (nested modules overflow an 8 MiB stack
+/// near 4000); the IR attnc writes nests fewer than 20 deep.
 constexpr int kMostNesting = 1000;
 
 /// Where `text` first nests brackets ({, [, ( or <) more than kMostNesting
