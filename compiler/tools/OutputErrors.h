@@ -16,9 +16,10 @@
 //
 // The CPU-time limit's SIGXCPU ends the tool as it would without LLVM (the
 // files being written removed first), not in a crash report. And a signal
-// the caller ignored (`nohup` ignores SIGHUP, a background job SIGINT) stays
-// ignored: LLVM's handler would remove the files being written and let the
-// run go on to fail at its end.
+// the caller ignored (`nohup` ignores SIGHUP, a background job SIGINT and
+// SIGQUIT) stays ignored: LLVM's handler would remove the files being
+// written and let the run go on to fail at its end (or, for SIGQUIT, end it
+// with a crash report).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,7 +54,7 @@ public:
   }
 
 private:
-  static constexpr int kSignals[] = {SIGHUP, SIGINT, SIGTERM, SIGPIPE, SIGUSR2};
+  static constexpr int kSignals[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGUSR2};
   static constexpr int kCount = sizeof(kSignals) / sizeof(kSignals[0]);
   bool ignored[kCount] = {};
 };

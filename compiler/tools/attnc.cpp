@@ -93,6 +93,19 @@ template <typename T> struct DecimalParser : cl::parser<T> {
 };
 template <typename T> using Integer = cl::opt<T, false, DecimalParser<T>>;
 
+/// LLVM's parser of flags (--ragged, --ragged=false), whose message would
+/// quote a control character as it is.
+struct FlagParser : cl::parser<bool> {
+  using cl::parser<bool>::parser;
+  bool parse(cl::Option &o, llvm::StringRef name, llvm::StringRef arg, bool &value) {
+    if (llvm::any_of(arg, attn::isControl))
+      return o.error("'" + attn::printable(arg) +
+                     "' is invalid value for boolean argument! Try 0 or 1");
+    return cl::parser<bool>::parse(o, name, arg, value);
+  }
+};
+using Flag = cl::opt<bool, false, FlagParser>;
+
 // attnc run
 static cl::opt<std::string> runTarget("target",
                                       cl::desc("Where to run: cpu, or gpu (the first CUDA device; "
@@ -115,12 +128,12 @@ static Integer<long long> runKVLen("kv-len",
                                             "least q-len unless 0); with --q and a paged cache, "
                                             "the sequence's length"),
                                    cl::sub(runCmd), cl::cat(attncCategory));
-static cl::opt<bool> runRagged("ragged",
-                               cl::desc("Draw each sequence's lengths in 1..q-len / 1..kv-len "
-                                        "(a length of 0 stays 0; decode keeps q-len and draws "
-                                        "kv-len from q-len up; a prefill with kv-len = q-len "
-                                        "keeps them equal)"),
-                               cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
+static Flag runRagged("ragged",
+                      cl::desc("Draw each sequence's lengths in 1..q-len / 1..kv-len "
+                               "(a length of 0 stays 0; decode keeps q-len and draws "
+                               "kv-len from q-len up; a prefill with kv-len = q-len "
+                               "keeps them equal)"),
+                      cl::init(false), cl::sub(runCmd), cl::cat(attncCategory));
 static Integer<unsigned long long>
     runSeed("seed", cl::desc("Seed of the random inputs (default: fresh)"), cl::sub(runCmd),
             cl::sub(traceCmd), cl::cat(attncCategory));
@@ -185,10 +198,10 @@ static cl::opt<std::string> explainLengths("lengths",
                                                     "the cached keys)"),
                                            cl::init("512,2048,8192"), cl::sub(explainCmd),
                                            cl::cat(attncCategory));
-static cl::opt<bool> explainNoMeasure("model-only",
-                                      cl::desc("Print the model without running on the CPU "
-                                               "(decode specs are never run)"),
-                                      cl::init(false), cl::sub(explainCmd), cl::cat(attncCategory));
+static Flag explainNoMeasure("model-only",
+                             cl::desc("Print the model without running on the CPU "
+                                      "(decode specs are never run)"),
+                             cl::init(false), cl::sub(explainCmd), cl::cat(attncCategory));
 
 // attnc aot
 static cl::opt<std::string> aotSpecs("specs",
@@ -217,10 +230,10 @@ static Integer<unsigned> aotJobs("j",
                                           "decode spec with a pair kernel compiles its two "
                                           "programs side by side)"),
                                  cl::init(0), cl::Prefix, cl::sub(aotCmd), cl::cat(attncCategory));
-static cl::opt<bool> aotSkipBad("skip-bad",
-                                cl::desc("Report bad lines and compile the others (default: "
-                                         "report them, the first 20 and a count, and stop)"),
-                                cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
+static Flag aotSkipBad("skip-bad",
+                       cl::desc("Report bad lines and compile the others (default: "
+                                "report them, the first 20 and a count, and stop)"),
+                       cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 static cl::opt<std::string> aotVerify("verify",
                                       cl::desc("Check a bundle folder: its manifest's lines pass "
                                                "the loader's checks, every cubin is there, "
@@ -233,10 +246,10 @@ static cl::opt<std::string> aotVerify("verify",
                                                "which keep --force from replacing the folder)"),
                                       cl::value_desc("dir"), cl::sub(aotCmd),
                                       cl::cat(attncCategory));
-static cl::opt<bool> aotForce("force",
-                              cl::desc("Replace an existing bundle folder (only a folder attnc "
-                                       "aot wrote, or an empty one)"),
-                              cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
+static Flag aotForce("force",
+                     cl::desc("Replace an existing bundle folder (only a folder attnc "
+                              "aot wrote, or an empty one)"),
+                     cl::init(false), cl::sub(aotCmd), cl::cat(attncCategory));
 
 // attnc tune
 static cl::opt<std::string>
@@ -264,8 +277,8 @@ static cl::opt<std::string> tuneFile("tuning-file",
                                      cl::desc("The table to update (default: $ATTNC_TUNING_FILE, "
                                               "else tuning.txt in the kernel cache directory)"),
                                      cl::value_desc("file"), cl::sub(tuneCmd), cl::cat(attncCategory));
-static cl::opt<bool> tuneDryRun("dry-run", cl::desc("Measure and print; write nothing"),
-                                cl::init(false), cl::sub(tuneCmd), cl::cat(attncCategory));
+static Flag tuneDryRun("dry-run", cl::desc("Measure and print; write nothing"), cl::init(false),
+                       cl::sub(tuneCmd), cl::cat(attncCategory));
 
 static cl::opt<std::string>
     stage("stage",
@@ -283,18 +296,19 @@ static cl::opt<std::string>
                         "a GPU target named either way and no --stage prints the CUDA source"),
                cl::value_desc("target"), cl::sub(emitCmd), cl::cat(attncCategory));
 
-static cl::opt<bool> printAfterAll("print-ir-after-all",
-                                   cl::desc("Print the IR after every pass, up to --stage"),
-                                   cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
+static Flag printAfterAll("print-ir-after-all",
+                          cl::desc("Print the IR after every pass, up to --stage"), cl::init(false),
+                          cl::sub(emitCmd), cl::cat(attncCategory));
 
-static cl::opt<bool> plainNames("plain-names",
-                                cl::desc("Number the SSA values named after the algorithm "
-                                         "(the textbook's %q, %k_cache, %k, the passes' %m_new, %alpha) "
-                                         "as %arg0, %0, %1, ...; the attn ops "
-                                         "that name their own results keep those names (standard_attention's "
-                                         "%out, %lse; state_init's %m, %l, %acc (%m_split... in a split); accumulate's %l_new, "
-                                         "%acc_new; classify_tiles', split_range's, merge's)"),
-                                cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
+static Flag plainNames(
+    "plain-names",
+    cl::desc("Number the SSA values named after the algorithm "
+             "(the textbook's %q, %k_cache, %k, the passes' %m_new, %alpha) "
+             "as %arg0, %0, %1, ...; the attn ops "
+             "that name their own results keep those names (standard_attention's "
+             "%out, %lse; state_init's %m, %l, %acc (%m_split... in a split); accumulate's %l_new, "
+             "%acc_new; classify_tiles', split_range's, merge's)"),
+    cl::init(false), cl::sub(emitCmd), cl::cat(attncCategory));
 
 static cl::opt<std::string> outputFile("o", cl::desc("Write what --stage selects (IR, or CUDA) to <file>"),
                                        cl::value_desc("file"), cl::init("-"), cl::sub(emitCmd),
@@ -443,6 +457,12 @@ static int runEmit() {
   std::optional<attn::Spec> spec = readSpec();
   if (!spec)
     return 1;
+  // An output that cannot be written is said before anything is emitted.
+  if (outputFile != "-")
+    if (std::string why = attn::npy::writable(outputFile); !why.empty()) {
+      ErrorLine(errorPrefix()) << outputFile << ": " << why << "\n";
+      return 1;
+    }
   // A GPU target named (`--target sm_90a` or target=sm_90a in the spec)
   // prints the kernel; a spec that leaves the target to its default, the
   // final IR.
@@ -691,15 +711,21 @@ int main(int argc, char **argv) {
         parseErrors.replace(at + 5, end - (at + 5), "'" + help + "'");
         at += 5 + help.size() + 2;
       }
-      // LLVM quotes an argument as it is: one with a control character is
-      // written as attnc's own messages write it, so each error stays a line.
+      // LLVM quotes an argument, or a flag's value, as it is: one with a
+      // control character is written as attnc's own messages write it, so
+      // each error stays a line.
+      auto quote = [&](llvm::StringRef raw) {
+        const std::string shown = attn::printable(raw, /*keepUtf8=*/true);
+        for (size_t at = 0; (at = parseErrors.find(raw.str(), at)) != std::string::npos;
+             at += shown.size())
+          parseErrors.replace(at, raw.size(), shown);
+      };
       for (int i = 1; i < argc; ++i)
-        if (const llvm::StringRef a(argv[i]); llvm::any_of(a, attn::isControl))
-          for (size_t at = 0; (at = parseErrors.find(a.str(), at)) != std::string::npos;) {
-            const std::string shown = attn::printable(a, /*keepUtf8=*/true);
-            parseErrors.replace(at, a.size(), shown);
-            at += shown.size();
-          }
+        if (const llvm::StringRef a(argv[i]); llvm::any_of(a, attn::isControl)) {
+          quote(a);
+          if (const size_t equals = a.find('='); equals != llvm::StringRef::npos)
+            quote(a.substr(equals + 1)); // the value of --flag=value
+        }
       llvm::errs() << parseErrors;
       return 1;
     }
