@@ -34,15 +34,15 @@
 
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/thread.h"
 
 #include <algorithm>
 #include <iterator>
-#include <optional>
+#include <pthread.h>
 #include <string>
 #include <vector>
 
@@ -52,7 +52,7 @@ namespace {
 /// near 4000); the IR attnc writes nests fewer than 20 deep.
 constexpr int kMostNesting = 1000;
 /// The stack the driver runs on (reserved, and taken only as it is used).
-constexpr unsigned kParserStackBytes = 1u << 30;
+constexpr size_t kParserStackBytes = size_t(1) << 30;
 
 /// Where `text` first nests brackets ({, [, ( or <) more than kMostNesting
 /// deep, outside string literals and // comments, as "line:column"; "" if
@@ -168,6 +168,29 @@ bool runOpt(int argc, char **argv, const std::string &input, const std::string &
   }
   return true;
 }
+/// Runs `work` on a thread of `stackBytes` of stack and waits for it, or on
+/// this thread where the system gives no such thread (a limit on memory).
+void onLargeStack(size_t stackBytes, llvm::function_ref<void()> work) {
+  pthread_attr_t attributes;
+  if (pthread_attr_init(&attributes) != 0) {
+    work();
+    return;
+  }
+  pthread_t thread;
+  const bool started = pthread_attr_setstacksize(&attributes, stackBytes) == 0 &&
+                       pthread_create(
+                           &thread, &attributes,
+                           [](void *job) -> void * {
+                             (*static_cast<llvm::function_ref<void()> *>(job))();
+                             return nullptr;
+                           },
+                           &work) == 0;
+  pthread_attr_destroy(&attributes);
+  if (started)
+    pthread_join(thread, nullptr);
+  else
+    work();
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -191,8 +214,6 @@ int main(int argc, char **argv) {
   // affine expression's chain of operators (d0 + d0 + ...), which no nesting
   // check sees; 8 MiB ends near 50,000 of them.
   bool succeeded = false;
-  llvm::thread worker(std::optional<unsigned>(kParserStackBytes),
-                      [&] { succeeded = runOpt(argc, argv, input, output, registry); });
-  worker.join();
+  onLargeStack(kParserStackBytes, [&] { succeeded = runOpt(argc, argv, input, output, registry); });
   return succeeded ? 0 : 1;
 }
