@@ -145,17 +145,19 @@ TEST_CASE("the C API derives a spec from the tensors' description", "[capi]") {
     REQUIRE(attnc_attention_spec(&c, arch, buf, sizeof buf) == ATTNC_OK);
     CHECK(std::string(buf).find(target) != std::string::npos);
   }
-  for (auto [arch, target] : {std::pair{"sm_100", "target=sm_80"}, {"sm_120a", "target=sm_80"},
+  for (auto [arch, target] : {std::pair{"sm_100", "target=sm_80"},
+                              {"sm_120a", "target=sm_80"},
+                              {"sm_100f", "target=sm_80"},
                               {"sm_99", "target=sm_90a"}}) {
     INFO(arch);
     REQUIRE(attnc_attention_spec(&c, arch, buf, sizeof buf) == ATTNC_OK);
     CHECK(std::string(buf).find(target) != std::string::npos);
   }
-  // Names of no GPU: an "a" before sm_90a, a three-digit number past sm_19x,
-  // leading zeros, and not a number at all.
-  for (const char *bad : {"sm_86x", "sm_+90", "sm_8", "sm_999999999999", "sm_80a", "sm_89a",
-                          "sm_900", "sm_990", "sm_0800", "sm_080", "sm_1000", "sm_200", "sm_90aa",
-                          "sm_", "sm_a"}) {
+  // Names of no GPU: an "a" before sm_90a, an "f" before sm_100, a
+  // three-digit number past sm_19x, leading zeros, and not a number at all.
+  for (const char *bad :
+       {"sm_86x", "sm_+90", "sm_8", "sm_999999999999", "sm_80a", "sm_89a", "sm_90f", "sm_100af",
+        "sm_900", "sm_990", "sm_0800", "sm_080", "sm_1000", "sm_200", "sm_90aa", "sm_", "sm_a"}) {
     INFO(bad);
     CHECK(attnc_attention_spec(&c, bad, buf, sizeof buf) == ATTNC_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(attnc_last_error())

@@ -254,11 +254,13 @@ attnc_status attnc_attention_spec(const attnc_call *call, const char *target, ch
       // A compute capability as its major and minor digits: 80..99 or
       // 100..199 (sm_100, sm_120, ...), so no leading zero ("sm_0800") and
       // no name of a GPU there is not ("sm_900"). The "a" of an
-      // architecture's own features came with sm_90a: "sm_80a" is no name.
+      // architecture's own features came with sm_90a: "sm_80a" is no name;
+      // the "f" of a family's (sm_100f, sm_120f) with sm_100.
       const int cc = std::atoi(std::string(digits, end).c_str());
       const bool number = (end - digits == 2 && cc >= 80) ||
                           (end - digits == 3 && cc >= 100 && cc < 200);
-      const bool suffix = *end == '\0' || (*end == 'a' && end[1] == '\0' && cc >= 90);
+      const bool suffix = *end == '\0' || (*end == 'a' && end[1] == '\0' && cc >= 90) ||
+                          (*end == 'f' && end[1] == '\0' && cc >= 100);
       if (!number || !suffix)
         return notATarget();
       targetName = name(gpuTarget(cc / 10));
