@@ -11,7 +11,8 @@ trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
 for f in bin/attnc lib/libattnc.so lib/libattnc.so.1 include/attnc/attnc.h include/attnc/attnc.hpp \
          lib/cmake/attnc/attncConfig.cmake \
-         share/attnc/python/attnc/__init__.py; do
+         share/attnc/python/attnc/__init__.py share/attnc/python/attnc/_capi.py \
+         share/attnc/python/attnc/_tensors.py; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 # Only what consumers use: the static libraries inside attnc and libattnc.so stay out.

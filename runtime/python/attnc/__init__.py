@@ -25,179 +25,19 @@ tests/gpu/pack.sh puts it), or on the loader's path.
 """
 
 import ctypes
-import ctypes.util
 import math
 import numbers
 import operator
 import os
 import threading
 
+from . import _capi
+from ._capi import AttncError, _Args, _Call, _check, _library, _string
+from ._tensors import _cache_strides, _dims, _interface, _need, _torch, _View
+
 __all__ = ["AttncError", "Runtime", "Kernel", "Plan", "PageAllocator", "attention", "plan",
            "scaled_dot_product_attention", "load_bundle", "set_aot_only",
            "canonical_spec", "spec_for", "version", "library_path"]
-
-
-class AttncError(RuntimeError):
-    """A bad argument, no GPU, a failed compile or launch; the message names it."""
-
-
-ATTNC_OK = 0
-_STATUS = {1: "invalid argument", 2: "no GPU", 3: "compile failed", 4: "launch failed",
-           5: "buffer too small", 6: "not in an AOT bundle"}
-
-
-_BITS = {ctypes.c_uint32: (False, 32), ctypes.c_uint64: (False, 64), ctypes.c_int32: (True, 32),
-         ctypes.c_int64: (True, 64)}
-# What a launch field holds, in the terms of plan()'s arguments.
-_FIELD_FROM = {"batch": "the sequences: cu_seqlens_q's entries - 1",
-               "num_q_heads": "q's heads", "num_kv_heads": "k's heads",
-               "total_q": "q's tokens", "total_kv": "k's tokens", "num_pages": "k's pages",
-               "block_table_stride": "block_table's columns", "max_q_len": "max_seqlen_q",
-               "max_kv_len": "max_seqlen_k", "workspace_bytes": "the workspace's bytes"}
-
-
-class _Args(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_uint32)] + [
-        (n, ctypes.c_uint64) for n in ("q", "k", "v", "o", "lse", "cu_seqlens_q", "cu_seqlens_k",
-                                       "seq_lens_k", "block_table", "workspace", "workspace_bytes")
-    ] + [(n, ctypes.c_int32) for n in ("batch", "num_q_heads", "num_kv_heads", "num_splits")] + [
-        (n, ctypes.c_int64) for n in ("total_q", "total_kv", "num_pages", "block_table_stride",
-                                      "max_q_len", "max_kv_len")
-    ] + [("scale", ctypes.c_double)] + [
-        (n, ctypes.c_int64) for n in ("kv_page_stride", "kv_token_stride", "kv_head_stride")]
-
-    def __setattr__(self, name, value):
-        # ctypes keeps the low bits of an integer too large for its field: a
-        # size or an address that does not fit is refused instead.
-        kind = dict(self._fields_).get(name)
-        if kind in _BITS and isinstance(value, int):
-            signed, bits = _BITS[kind]
-            lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-            if not lo <= value <= hi:
-                what = f" ({_FIELD_FROM[name]})" if name in _FIELD_FROM else ""
-                raise AttncError(f"{name}{what} = {value} does not fit the launch's arguments "
-                                 f"(a {'' if signed else 'un'}signed {bits}-bit field: "
-                                 f"{lo} .. {hi})")
-        super().__setattr__(name, value)
-
-
-_lib = None
-_lib_path = None
-_lock = threading.Lock()
-
-
-def _candidates():
-    env = os.environ.get("ATTNC_LIBRARY")
-    if env:
-        yield env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, "libattnc.so")
-    root = os.path.abspath(os.path.join(here, "..", "..", ".."))
-    for where in ("build/lib", "build-static/lib", "build-static/pack"):  # in this order
-        yield os.path.join(root, where, "libattnc.so")
-    # Installed: <prefix>/share/attnc/python/attnc next to <prefix>/lib.
-    yield os.path.abspath(os.path.join(here, "..", "..", "..", "..", "lib", "libattnc.so"))
-    found = ctypes.util.find_library("attnc")
-    if found:
-        yield found
-
-
-def _library():
-    global _lib, _lib_path
-    with _lock:
-        if _lib is not None:
-            return _lib
-        tried = []
-        for path in _candidates():
-            if os.path.sep in path and not os.path.exists(path):
-                tried.append(f"{path} (no such file)")
-                continue
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError as e:
-                tried.append(f"{path} ({e})")
-                continue
-            if not hasattr(lib, "attnc_abi_version"):
-                tried.append(f"{path} (not libattnc)")
-                continue
-            lib.attnc_abi_version.restype = ctypes.c_int
-            if lib.attnc_abi_version() < _ABI_NEEDED:
-                raise AttncError(f"{path} has ABI version {lib.attnc_abi_version()}; this module "
-                                 f"needs {_ABI_NEEDED} (a libattnc.so from the same build)")
-            _declare(lib)
-            _lib, _lib_path = lib, path
-            return lib
-        if os.environ.get("ATTNC_LIBRARY"):
-            # The library it names is the one to load: one that cannot be is
-            # an error, not a reason to take another build's.
-            raise AttncError("ATTNC_LIBRARY names a library that cannot be used: " + tried[0])
-        raise AttncError("cannot find libattnc.so (set ATTNC_LIBRARY); tried: " + "; ".join(tried))
-
-
-def _declare(lib):
-    c_char_p, c_void_p, c_size_t = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t
-    i64 = ctypes.c_int64
-    sig = {
-        "attnc_version": (c_char_p, []),
-        "attnc_abi_version": (ctypes.c_int, []),
-        "attnc_last_error": (c_char_p, []),
-        "attnc_spec_canonical": (ctypes.c_int, [c_char_p, c_char_p, c_size_t]),
-        "attnc_attention_spec": (ctypes.c_int, [ctypes.POINTER(_Call), c_char_p, c_char_p,
-                                                c_size_t]),
-        "attnc_runtime_create": (ctypes.c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
-        "attnc_runtime_destroy": (None, [c_void_p]),
-        "attnc_runtime_arch": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
-        "attnc_runtime_set_aot_only": (ctypes.c_int, [c_void_p, ctypes.c_int]),
-        "attnc_bundle_load": (ctypes.c_int, [c_char_p, ctypes.POINTER(i64)]),
-        "attnc_kernel_source": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
-        "attnc_kernel_get": (ctypes.c_int, [c_void_p, c_char_p, ctypes.POINTER(c_void_p)]),
-        "attnc_kernel_release": (None, [c_void_p]),
-        "attnc_runtime_prepare": (ctypes.c_int, [c_void_p, ctypes.POINTER(c_char_p), c_size_t,
-                                                 ctypes.c_uint, ctypes.POINTER(c_void_p)]),
-        "attnc_kernel_spec": (ctypes.c_int, [c_void_p, c_char_p, c_size_t]),
-        "attnc_kernel_workspace_bytes": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args),
-                                                        ctypes.POINTER(ctypes.c_uint64)]),
-        "attnc_launch": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args), c_void_p]),
-        "attnc_check_arguments": (ctypes.c_int, [c_void_p, ctypes.POINTER(_Args), c_void_p]),
-        "attnc_pages_window": (ctypes.c_int, [i64, ctypes.c_uint64, ctypes.POINTER(i64),
-                                              ctypes.POINTER(i64)]),
-        "attnc_pages_create": (ctypes.c_int, [i64, i64, i64, ctypes.POINTER(c_void_p)]),
-        "attnc_pages_destroy": (None, [c_void_p]),
-        "attnc_pages_allocate": (ctypes.c_int, [c_void_p, ctypes.c_uint64, i64,
-                                                ctypes.POINTER(ctypes.c_int32)]),
-        "attnc_pages_release": (ctypes.c_int, [c_void_p, ctypes.c_uint64]),
-        "attnc_pages_free_count": (ctypes.c_int, [c_void_p, ctypes.POINTER(i64)]),
-        "attnc_pages_windows": (ctypes.c_int, [c_void_p, ctypes.c_uint64, ctypes.POINTER(i64)]),
-    }
-    for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args
-
-
-def _check(status, what):
-    if status != ATTNC_OK:
-        message = _library().attnc_last_error().decode(errors="backslashreplace")
-        raise AttncError(f"{what}: {message}" if message else f"{what}: {_STATUS.get(status, status)}")
-
-
-def _string(fn, *args):
-    buf = ctypes.create_string_buffer(4096)
-    _check(fn(*args, buf, len(buf)), fn.__name__)
-    return buf.value.decode()
-
-
-class _Call(ctypes.Structure):
-    """attnc_call (attnc.h): the tensors' description a spec is derived from."""
-    _fields_ = [("size", ctypes.c_uint32), ("dtype", ctypes.c_char_p)] + [
-        (n, ctypes.c_int64) for n in ("head_dim", "num_q_heads", "num_kv_heads", "page_size",
-                                      "max_q_len")
-    ] + [("causal", ctypes.c_int32), ("return_lse", ctypes.c_int32), ("window", ctypes.c_int64),
-         ("decode", ctypes.c_int32), ("split_kv", ctypes.c_int32), ("tile_q", ctypes.c_int64),
-         ("tile_kv", ctypes.c_int64)]
-
-
-_ABI_NEEDED = 5  # attnc_bundle_load, attnc_runtime_set_aot_only, attnc_kernel_source
 
 
 def version():
@@ -207,7 +47,7 @@ def version():
 
 def library_path():
     _library()
-    return _lib_path
+    return _capi.loaded_path()
 
 
 def _is_bool(value):
@@ -399,8 +239,9 @@ class Kernel(_Handle):
         self.source = _string(_library().attnc_kernel_source, handle)
 
     def __del__(self):
-        if getattr(self, "_handle", None) and _lib is not None:
-            _lib.attnc_kernel_release(self._handle)
+        lib = getattr(_capi, "_lib", None)  # none loaded (or the interpreter's exit)
+        if getattr(self, "_handle", None) and lib is not None:
+            lib.attnc_kernel_release(self._handle)
             self._handle = None
 
     def _is(self, field, value):
@@ -460,9 +301,10 @@ class Runtime(_Handle):
         self._aot_only = value
 
     def __del__(self):
-        if getattr(self, "_handle", None) and _lib is not None:
+        lib = getattr(_capi, "_lib", None)  # none loaded (or the interpreter's exit)
+        if getattr(self, "_handle", None) and lib is not None:
             self._kernels.clear()
-            _lib.attnc_runtime_destroy(self._handle)
+            lib.attnc_runtime_destroy(self._handle)
             self._handle = None
 
     def prepare(self, specs, threads=0):
@@ -578,8 +420,9 @@ class PageAllocator(_Handle):
         return cls(shape[0], per, first)
 
     def __del__(self):
-        if getattr(self, "_handle", None) and _lib is not None:
-            _lib.attnc_pages_destroy(self._handle)
+        lib = getattr(_capi, "_lib", None)  # none loaded (or the interpreter's exit)
+        if getattr(self, "_handle", None) and lib is not None:
+            lib.attnc_pages_destroy(self._handle)
             self._handle = None
 
     def allocate(self, sequence, count=1):
@@ -617,167 +460,6 @@ class PageAllocator(_Handle):
             _check(_library().attnc_pages_windows(self._handle, seq, ctypes.byref(n)),
                    "windows")
         return n.value
-
-
-# --- tensors ---------------------------------------------------------------
-
-
-def _interface(t, name):
-    """(shape, typestr, address, strides in bytes or None) of an object's
-    __cuda_array_interface__, each checked for its kind and range."""
-    iface = t.__cuda_array_interface__
-    what = f"{name}'s __cuda_array_interface__"
-    if not isinstance(iface, dict):
-        raise AttncError(f"{what} is a {type(iface).__name__}, not a dict")
-    missing = [key for key in ("shape", "typestr", "data") if key not in iface]
-    if missing:
-        raise AttncError(f"{what} has no {', '.join(missing)}")
-
-    def ints(key, value, lo, hi):
-        if not isinstance(value, (tuple, list)):
-            raise AttncError(f"{what}: {key} = {value!r}, expected a tuple of integers")
-        out = []
-        for x in value:
-            try:
-                if isinstance(x, bool):
-                    raise TypeError
-                x = operator.index(x)
-            except TypeError:
-                raise AttncError(f"{what}: {key} = {value!r} holds {x!r}, not an integer") from None
-            if not lo <= x <= hi:
-                raise AttncError(f"{what}: {key} = {value!r} holds {x}, out of {lo} .. {hi}")
-            out.append(x)
-        return tuple(out)
-
-    shape = ints("shape", iface["shape"], 0, (1 << 62) - 1)
-    typestr = iface["typestr"]
-    if not isinstance(typestr, str):
-        raise AttncError(f"{what}: typestr = {typestr!r}, expected a string such as '<f2'")
-    data = iface["data"]
-    if not isinstance(data, (tuple, list)) or not data:
-        raise AttncError(f"{what}: data = {data!r}, expected (address, read_only)")
-    address = ints("data", data[:1], 0, (1 << 64) - 1)[0]
-    strides = iface.get("strides")
-    if strides is not None:
-        strides = ints("strides", strides, -(1 << 62), (1 << 62) - 1)
-        if len(strides) != len(shape):
-            raise AttncError(f"{what}: strides {strides} for a shape of {len(shape)} dimensions "
-                             f"{shape}")
-    return shape, typestr, address, strides
-
-
-_TYPESTR = {"<f2": "f16", "<i4": "i32", "<f4": "f32", "|u1": "u8"}
-
-
-def _torch():
-    try:
-        import torch  # noqa: F401
-        return torch
-    except ImportError:
-        return None
-
-
-class _View:
-    """What the launch needs of a tensor: pointer, shape, element type, device."""
-
-    def __init__(self, t, name, strided=False, written=False):
-        """strided: any strides in elements (self.strides) whose last is 1, for a paged
-        cache's view; otherwise the tensor must be contiguous. written: the kernel
-        writes it (out, lse, a workspace), so an array that says it is read-only is
-        refused."""
-        torch = _torch()
-        if torch is not None and isinstance(t, torch.Tensor):
-            if not t.is_cuda:
-                raise AttncError(f"{name} is on {t.device}, not on a CUDA device")
-            if strided:
-                self.strides = tuple(t.stride())
-            elif not t.is_contiguous():
-                raise AttncError(f"{name} is not contiguous (shape {tuple(t.shape)}, strides "
-                                 f"{t.stride()}): pass {name}.contiguous()")
-            names = {torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
-                     torch.float32: "f32", torch.uint8: "u8"}
-            if t.dtype not in names:
-                raise AttncError(f"{name} has dtype {t.dtype}; attnc takes float16 or bfloat16 "
-                                 "tensors (int32 for offsets and tables, float32 for lse)")
-            self.ptr, self.shape, self.dtype = t.data_ptr(), tuple(t.shape), names[t.dtype]
-            self.itemsize, self.device = t.element_size(), t.device.index
-            return
-        if getattr(t, "__cuda_array_interface__", None) is None:
-            raise AttncError(f"{name} is not a CUDA array (a torch CUDA tensor or an object with "
-                             "__cuda_array_interface__); host memory cannot be read by the kernel")
-        shape, typestr, address, strides = _interface(t, name)
-        iface = t.__cuda_array_interface__
-        if written and len(iface["data"]) > 1 and iface["data"][1]:
-            raise AttncError(f"{name} is read-only (its __cuda_array_interface__ says so), and "
-                             "the kernel writes it")
-        if iface.get("mask") is not None:
-            raise AttncError(f"{name} has a mask in its __cuda_array_interface__: attnc reads "
-                             "and writes every element, so masked arrays are not taken")
-        if typestr not in _TYPESTR:
-            raise AttncError(f"{name} has typestr {typestr!r}; attnc takes '<f2' (float16), "
-                             "'<i4' (int32), '<f4' (float32) or '|u1' (bytes, a workspace) "
-                             "through __cuda_array_interface__")
-        itemsize = int(typestr[2:])
-        expect, step = [], itemsize
-        for n in reversed(shape):
-            expect.insert(0, step)
-            step *= n
-        if strided:
-            given = tuple(strides) if strides is not None else tuple(expect)
-            if any(x % itemsize for x in given):
-                raise AttncError(f"{name}'s strides {given} are not whole elements of "
-                                 f"{itemsize} bytes")
-            self.strides = tuple(x // itemsize for x in given)
-        elif strides is not None and tuple(strides) != tuple(expect):
-            raise AttncError(f"{name} is not contiguous (strides {tuple(strides)}, "
-                             f"contiguous would be {tuple(expect)})")
-        self.ptr, self.shape, self.dtype = address, shape, _TYPESTR[typestr]
-        self.itemsize, self.device = itemsize, None
-
-
-def _dims(t):
-    """The number of dimensions of a tensor or __cuda_array_interface__ object (0 if
-    neither: _View names the problem)."""
-    try:
-        shape = getattr(t, "shape", None)
-        if shape is None:
-            shape = (getattr(t, "__cuda_array_interface__", None) or {}).get("shape", ())
-        return len(tuple(shape))
-    except (TypeError, AttributeError):
-        return 0
-
-
-def _cache_strides(kv_, vv):
-    """The paged cache's (page, token, head) strides in elements for attnc_args, 0 where a
-    dimension of one entry makes the stride meaningless (the runtime's default); k and v
-    must agree on the others."""
-    def strides(view, name):
-        if view.shape[3] > 1 and view.strides[3] != 1:
-            raise AttncError(f"{name}'s head_dim is not contiguous (strides {view.strides}): "
-                             "each row of a head must be head_dim consecutive elements")
-        out = []
-        for what, n, stride in zip(("page", "token", "head"), view.shape[:3], view.strides[:3]):
-            if n > 1 and stride <= 0:
-                raise AttncError(f"{name}'s {what} stride is {stride} (strides {view.strides}): "
-                                 f"each {what} must have rows of its own")
-            if n > 1 and stride % 8:
-                raise AttncError(f"{name}'s {what} stride of {stride} elements is not a multiple "
-                                 "of 8: the kernels copy rows in 16-byte pieces")
-            out.append(stride if n > 1 else 0)
-        return tuple(out)
-
-    k, v = strides(kv_, "k"), strides(vv, "v")
-    if k != v:
-        raise AttncError(f"k has strides {kv_.strides} but v has {vv.strides}: the two must "
-                         "share a layout")
-    return k
-
-
-def _need(view, name, dims=None, dtype=None):
-    if dims is not None and len(view.shape) not in (dims if isinstance(dims, tuple) else (dims,)):
-        raise AttncError(f"{name} has shape {view.shape}: expected {dims} dimensions")
-    if dtype is not None and view.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
-        raise AttncError(f"{name} has dtype {view.dtype}, expected {dtype}")
 
 
 _runtimes = {}
