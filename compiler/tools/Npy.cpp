@@ -387,7 +387,7 @@ std::string writable(const std::string &path) {
                : "cannot write: descriptor " + std::to_string(descriptor) +
                      " is open for reading only";
   }
-  if (writesThrough(path))
+  if (exists && !S_ISREG(st.st_mode)) // a device or a pipe (writesThrough, no descriptor)
     return ::access(path.c_str(), W_OK) == 0 ? "" : std::string("cannot write: ") + std::strerror(errno);
   const std::string file = linkEnd(path);
   // A write-protected file is not replaced through the rename either (as
